@@ -1,0 +1,95 @@
+# Demo: Mask R-CNN with a Linear-InfViT backbone on the bundled 128x128 COCO-format shapes,
+# evaluated with pycocotools (bbox and segm mAP). The detector is mmdet's own, narrowed to
+# 64 channels so it trains in minutes on a CPU.
+# Generate the data first: python tools/misc/make_tiny_datasets.py
+_base_ = ['mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py']
+custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
+
+data_root = 'data/shapes/coco/'
+classes = ('circle', 'square', 'triangle')
+channels = 64
+model = dict(
+    data_preprocessor=dict(mean=[127.5] * 3, std=[127.5] * 3, pad_size_divisor=32),
+    backbone=dict(
+        _delete_=True,
+        type='mmlinear.InfViT',
+        arch='infvit-demo',
+        attn_type='linear',
+        img_size=128,
+        patch_size=16,
+        out_type='featmap',
+        out_indices=(-1, )),
+    neck=dict(
+        _delete_=True,
+        type='mmlinear.SimpleFeaturePyramid',
+        in_channels=96,
+        out_channels=channels,
+        num_outs=5),
+    rpn_head=dict(in_channels=channels, feat_channels=channels),
+    roi_head=dict(
+        bbox_roi_extractor=dict(out_channels=channels),
+        bbox_head=dict(in_channels=channels, fc_out_channels=256, num_classes=len(classes)),
+        mask_roi_extractor=dict(out_channels=channels),
+        mask_head=dict(
+            in_channels=channels, conv_out_channels=channels, num_classes=len(classes))),
+    train_cfg=dict(
+        rpn_proposal=dict(nms_pre=1000, max_per_img=300),
+        rcnn=dict(sampler=dict(num=128))),
+    test_cfg=dict(rpn=dict(nms_pre=300, max_per_img=100), rcnn=dict(max_per_img=20)))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
+    dict(type='Resize', scale=(128, 128), keep_ratio=True),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackDetInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(128, 128), keep_ratio=True),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
+    dict(
+        type='PackDetInputs',
+        meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
+]
+train_dataloader = dict(
+    batch_size=4,
+    num_workers=2,
+    dataset=dict(
+        data_root=data_root,
+        metainfo=dict(classes=classes),
+        ann_file='annotations/instances_train.json',
+        data_prefix=dict(img='images/train/'),
+        pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=4,
+    num_workers=2,
+    dataset=dict(
+        data_root=data_root,
+        metainfo=dict(classes=classes),
+        ann_file='annotations/instances_val.json',
+        data_prefix=dict(img='images/val/'),
+        pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file=data_root + 'annotations/instances_val.json')
+test_evaluator = val_evaluator
+
+max_epochs = 12
+train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=100),
+    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[9, 11],
+         gamma=0.1)
+]
+optim_wrapper = dict(
+    optimizer=dict(_delete_=True, type='AdamW', lr=5e-4, betas=(0.9, 0.999), weight_decay=0.05),
+    paramwise_cfg=dict(
+        custom_keys={
+            'pos_embed': dict(decay_mult=0.),
+            'cls_token': dict(decay_mult=0.),
+            'rho_logit': dict(decay_mult=0.),
+        }),
+    clip_grad=dict(max_norm=1.0))
+default_hooks = dict(
+    logger=dict(interval=20), checkpoint=dict(interval=max_epochs, max_keep_ckpts=2))
+randomness = dict(seed=0)

@@ -1,0 +1,99 @@
+# Demo: UperNet with a Linear-InfViT backbone on the bundled 128x128 ADE-style shapes
+# (background, circle, square, triangle), evaluated by mIoU.
+# Generate the data first: python tools/misc/make_tiny_datasets.py
+_base_ = [
+    'mmseg::_base_/models/upernet_r50.py',
+    'mmseg::_base_/default_runtime.py',
+]
+custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
+
+data_root = 'data/shapes/ade'
+classes = ('background', 'circle', 'square', 'triangle')
+palette = [[0, 0, 0], [220, 20, 60], [0, 128, 255], [255, 200, 0]]
+crop_size = (128, 128)
+# One process: plain BN (mmengine would also revert SyncBN outside distributed runs).
+norm_cfg = dict(type='BN', requires_grad=True)
+model = dict(
+    data_preprocessor=dict(size=crop_size, mean=[127.5] * 3, std=[127.5] * 3),
+    pretrained=None,
+    backbone=dict(
+        _delete_=True,
+        type='mmlinear.InfViT',
+        arch='infvit-demo',
+        attn_type='linear',
+        img_size=128,
+        patch_size=16,
+        out_type='featmap',
+        out_indices=(-1, )),
+    neck=dict(type='mmlinear.SimpleFeaturePyramid', in_channels=96),
+    decode_head=dict(
+        in_channels=[24, 48, 96, 96], channels=64, num_classes=len(classes), norm_cfg=norm_cfg),
+    auxiliary_head=dict(
+        in_channels=96, in_index=2, channels=32, num_classes=len(classes), norm_cfg=norm_cfg))
+
+dataset = dict(
+    type='BaseSegDataset',
+    data_root=data_root,
+    metainfo=dict(classes=classes, palette=palette),
+    img_suffix='.jpg',
+    seg_map_suffix='.png',
+    reduce_zero_label=False)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations'),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackSegInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations'),
+    dict(type='PackSegInputs'),
+]
+train_dataloader = dict(
+    batch_size=8,
+    num_workers=2,
+    persistent_workers=True,
+    sampler=dict(type='InfiniteSampler', shuffle=True),
+    dataset=dict(
+        **dataset,
+        data_prefix=dict(img_path='images/training', seg_map_path='annotations/training'),
+        pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=1,
+    num_workers=2,
+    persistent_workers=True,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(
+        **dataset,
+        data_prefix=dict(img_path='images/validation', seg_map_path='annotations/validation'),
+        pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
+test_evaluator = val_evaluator
+
+max_iters = 600
+train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')
+optim_wrapper = dict(
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01),
+    paramwise_cfg=dict(
+        custom_keys={
+            'pos_embed': dict(decay_mult=0.),
+            'cls_token': dict(decay_mult=0.),
+            'rho_logit': dict(decay_mult=0.),
+        }),
+    clip_grad=dict(max_norm=1.0))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=50),
+    dict(type='PolyLR', eta_min=1e-5, power=1.0, begin=50, end=max_iters, by_epoch=False),
+]
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=2),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    visualization=dict(type='SegVisualizationHook'))
+randomness = dict(seed=0)

@@ -1,0 +1,3 @@
+"""Models registered into ``mmlinear.registry.MODELS`` (imported through its ``locations``)."""
+from .backbones import *  # noqa: F401,F403
+from .necks import *  # noqa: F401,F403

@@ -1,0 +1,3 @@
+from .inf_vit import InfViT
+
+__all__ = ['InfViT']

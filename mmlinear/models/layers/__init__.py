@@ -1,0 +1,10 @@
+from .infsa_attention import ATTN_TYPES, RHO_MODES, InfSAAttention
+from .infvit_block import InfViTBlock
+from .layer_norm_2d import LayerNorm2d
+from .mlp import Mlp
+from .patch_embed import PatchEmbed
+
+__all__ = [
+    'ATTN_TYPES', 'RHO_MODES', 'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp',
+    'PatchEmbed'
+]

@@ -1,0 +1,158 @@
+"""Multi-head attention with a choice of token mixer: softmax, Pure InfSA or Linear-InfSA."""
+import math
+from typing import Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mmlinear.ops import (linear_infsa, linear_infsa_key_weights, pure_infsa,
+                          pure_infsa_scores)
+from ..utils import check_choice
+
+ATTN_TYPES = ('softmax', 'pure', 'linear', 'none')
+RHO_MODES = ('per_head', 'per_layer', 'fixed')
+
+
+class InfSAAttention(nn.Module):
+    """Multi-head self-attention whose token mixer is picked by ``attn_type``.
+
+    - ``'softmax'``: scaled dot-product attention, the matched baseline.
+    - ``'pure'``: Pure InfSA, ``rho * relu(QK^T) / ||relu(QK^T)||_F`` applied to V.
+    - ``'linear'``: Linear-InfSA, a rank-1 pooled value broadcast to every query, O(N).
+    - ``'none'``: no token mixing (the attention branch outputs zeros); an ablation control.
+
+    Separate q/k/v/out projections keep timm / torchvision / mmpretrain ViT weights loadable
+    (the official converter splits a packed in-projection the same way). rho is learnable and
+    receives gradients (the released module's ``.item()`` bug is not reproduced).
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Number of heads H; C must be divisible by H.
+        attn_type (str): One of ``ATTN_TYPES``. Defaults to 'linear'.
+        rho_init (float): Initial decay rho in (0, 1), stored as a sigmoid logit.
+            Defaults to 0.95.
+        rho_mode (str): 'per_head' (one learnable rho per head), 'per_layer' (one learnable
+            rho) or 'fixed' (a constant). Defaults to 'per_head'.
+        qkv_bias (bool): Bias in the q/k/v projections. Defaults to True.
+        attn_drop (float): Dropout on the attention scores. Defaults to 0.
+        proj_drop (float): Dropout after the output projection. Defaults to 0.
+        tie_qk (bool): Use the query projection for the keys too (one C x C projection fewer;
+            a guess at how the paper's Linear-InfViT has fewer parameters). Defaults to False.
+        eps (float): Stabiliser of the InfSA normalisations. Defaults to 1e-6.
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 attn_type: str = 'linear',
+                 rho_init: float = 0.95,
+                 rho_mode: str = 'per_head',
+                 qkv_bias: bool = True,
+                 attn_drop: float = 0.,
+                 proj_drop: float = 0.,
+                 tie_qk: bool = False,
+                 eps: float = 1e-6) -> None:
+        super().__init__()
+        check_choice('attn_type', attn_type, ATTN_TYPES)
+        check_choice('rho_mode', rho_mode, RHO_MODES)
+        if embed_dims % num_heads != 0:
+            raise ValueError(f'embed_dims ({embed_dims}) must be divisible by num_heads '
+                             f'({num_heads})')
+        if not 0. < rho_init < 1.:
+            raise ValueError(f'rho_init must lie in (0, 1), got {rho_init}')
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.head_dims = embed_dims // num_heads
+        self.attn_type = attn_type
+        self.rho_mode = rho_mode
+        self.tie_qk = tie_qk
+        self.eps = eps
+
+        self.q_proj = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.k_proj = None if tie_qk else nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.v_proj = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.out_proj = nn.Linear(embed_dims, embed_dims)
+        self.attn_drop = attn_drop
+        self.proj_drop = nn.Dropout(proj_drop)
+
+        logit = torch.full((num_heads if rho_mode == 'per_head' else 1, ),
+                           math.log(rho_init / (1. - rho_init)))
+        if rho_mode == 'fixed':
+            self.register_buffer('rho_logit', logit)
+        else:
+            self.rho_logit = nn.Parameter(logit)
+
+    @property
+    def rho(self) -> Tensor:
+        """Tensor: the decay, (H,) for 'per_head', else (1,)."""
+        return torch.sigmoid(self.rho_logit)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, N, _ = x.shape
+        return x.reshape(B, N, self.num_heads, self.head_dims).transpose(1, 2)
+
+    def forward(self,
+                x: Tensor,
+                key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+        """Mix the tokens of ``x``.
+
+        Args:
+            x (Tensor): (B, N, C) tokens.
+            key_padding_mask (Tensor, optional): (B, N) bool, True marks padding tokens,
+                which are then excluded from every normalisation and from the keys.
+            need_weights (bool): Also return the attention weights. Defaults to False.
+
+        Returns:
+            Tensor | tuple[Tensor, Tensor]: (B, N, C) output; with ``need_weights`` also the
+            weights: (B, H, N, N) for 'softmax' and 'pure' (rows of rho * A_hat for 'pure'),
+            (B, H, N) key weights ``a`` for 'linear', and None for 'none'.
+        """
+        B, N, C = x.shape
+        if self.attn_type == 'none':
+            out = x.new_zeros(B, N, C)
+            return (out, None) if need_weights else out
+        q = self._split_heads(self.q_proj(x))
+        k = q if self.k_proj is None else self._split_heads(self.k_proj(x))
+        v = self._split_heads(self.v_proj(x))
+        attn_drop = self.attn_drop if self.training else 0.
+        weights = None
+        if self.attn_type == 'softmax':
+            out, weights = self._softmax(q, k, v, key_padding_mask, attn_drop, need_weights)
+        elif need_weights or attn_drop > 0:
+            # Explicit path: the scores are needed (maps) or dropped out (training).
+            out, weights = self._explicit_infsa(q, k, v, key_padding_mask, attn_drop)
+        elif self.attn_type == 'pure':
+            out = pure_infsa(q, k, v, self.rho, key_padding_mask, self.eps)
+        else:
+            out = linear_infsa(q, k, v, self.rho, key_padding_mask, self.eps)
+        out = out.transpose(1, 2).reshape(B, N, C)
+        out = self.proj_drop(self.out_proj(out))
+        return (out, weights) if need_weights else out
+
+    def _softmax(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor],
+                 attn_drop: float, need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        attn_mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
+        if not need_weights:
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=attn_drop), None
+        logits = (q @ k.transpose(-2, -1)) * self.head_dims**-0.5
+        if attn_mask is not None:
+            logits = logits.masked_fill(~attn_mask, float('-inf'))
+        weights = logits.softmax(-1)
+        return F.dropout(weights, attn_drop) @ v, weights
+
+    def _explicit_infsa(self, q: Tensor, k: Tensor, v: Tensor,
+                        key_padding_mask: Optional[Tensor],
+                        attn_drop: float) -> Tuple[Tensor, Tensor]:
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            if self.attn_type == 'pure':
+                weights = pure_infsa_scores(q, k, self.rho, key_padding_mask, self.eps)
+                out = F.dropout(weights, attn_drop) @ v.to(weights.dtype)
+            else:
+                weights = linear_infsa_key_weights(q, k, self.rho, key_padding_mask, self.eps)
+                pooled = torch.einsum('bhs,bhsd->bhd', F.dropout(weights, attn_drop),
+                                      v.to(weights.dtype))
+                out = pooled.unsqueeze(2).expand(-1, -1, q.shape[2], -1)
+        return out.to(q.dtype), weights

@@ -1,0 +1,63 @@
+"""Pre-norm transformer encoder block with a selectable (InfSA or softmax) token mixer."""
+from typing import Optional, Tuple, Union
+
+from mmcv.cnn.bricks import DropPath
+from torch import Tensor, nn
+
+from .infsa_attention import InfSAAttention
+from .mlp import Mlp
+
+
+class InfViTBlock(nn.Module):
+    """``x + DropPath(Attn(LN(x)))`` then ``x + DropPath(MLP(LN(x)))``.
+
+    Args:
+        embed_dims (int): Token width C.
+        num_heads (int): Attention heads.
+        feedforward_channels (int): Hidden width of the MLP.
+        drop_rate (float): Dropout after the projections. Defaults to 0.
+        attn_drop_rate (float): Dropout on the attention scores. Defaults to 0.
+        drop_path_rate (float): Stochastic depth of both branches. Defaults to 0.
+        **attn_kwargs: ``attn_type``, ``rho_init``, ``rho_mode``, ``qkv_bias``, ``tie_qk``,
+            passed to :class:`InfSAAttention`.
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 feedforward_channels: int,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 **attn_kwargs) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(embed_dims, eps=1e-6)
+        self.attn = InfSAAttention(
+            embed_dims,
+            num_heads,
+            attn_drop=attn_drop_rate,
+            proj_drop=drop_rate,
+            **attn_kwargs)
+        self.ln2 = nn.LayerNorm(embed_dims, eps=1e-6)
+        self.ffn = Mlp(embed_dims, feedforward_channels, drop=drop_rate)
+        self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+
+    def forward(self,
+                x: Tensor,
+                key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+        """Args:
+            x (Tensor): (B, N, C) tokens.
+            key_padding_mask (Tensor, optional): (B, N) bool, True marks padding.
+            need_weights (bool): Also return the attention weights.
+
+        Returns:
+            Tensor | tuple[Tensor, Tensor]: (B, N, C), plus the weights when asked.
+        """
+        attn_out = self.attn(self.ln1(x), key_padding_mask, need_weights)
+        weights = None
+        if need_weights:
+            attn_out, weights = attn_out
+        x = x + self.drop_path(attn_out)
+        x = x + self.drop_path(self.ffn(self.ln2(x)))
+        return (x, weights) if need_weights else x

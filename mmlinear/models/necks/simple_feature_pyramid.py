@@ -1,0 +1,93 @@
+"""A feature pyramid from one stride-16 map (ViTDet's simple pyramid)."""
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch.nn.functional as F
+from mmengine.model import BaseModule
+from torch import Tensor, nn
+
+from mmlinear.registry import MODELS
+from ..layers import LayerNorm2d
+
+
+def _rescale_branch(channels: int, scale: float) -> Tuple[nn.Module, int]:
+    """Return the resampling branch for one scale factor and its output channel count."""
+    if scale == 4.0:
+        return nn.Sequential(
+            nn.ConvTranspose2d(channels, channels // 2, 2, stride=2), LayerNorm2d(channels // 2),
+            nn.GELU(), nn.ConvTranspose2d(channels // 2, channels // 4, 2, stride=2)), channels // 4
+    if scale == 2.0:
+        return nn.ConvTranspose2d(channels, channels // 2, 2, stride=2), channels // 2
+    if scale == 1.0:
+        return nn.Identity(), channels
+    if scale == 0.5:
+        return nn.MaxPool2d(2, ceil_mode=True), channels
+    raise ValueError(f'unsupported scale factor {scale}; allowed: 4.0, 2.0, 1.0, 0.5')
+
+
+@MODELS.register_module()
+class SimpleFeaturePyramid(BaseModule):
+    """Turn the single map of a plain backbone into a multi-scale pyramid.
+
+    From a stride-16 map, the default scales (4, 2, 1, 0.5) give strides 4/8/16/32:
+    x4 = two 2x2 transposed convs with LayerNorm and GELU between (C/4 channels), x2 = one
+    transposed conv (C/2), x1 = identity, x0.5 = 2x2 max-pool. With ``out_channels`` each level
+    then gets a 1x1 and a 3x3 conv with LayerNorm to ``out_channels`` (ViTDet), so the neck can
+    feed RPN/RoI heads directly; ``num_outs`` above the number of scales adds levels by
+    stride-2 max-pooling of the last one (Mask R-CNN needs 5). Without ``out_channels`` the
+    resampled maps are returned as they are (for UperNet, which has its own lateral convs).
+    Odd-sized maps work: a 0.5 level rounds up.
+
+    Args:
+        in_channels (int): Channels C of the backbone map.
+        out_channels (int, optional): Channels of every output level. Defaults to None.
+        scale_factors (Sequence[float]): Resampling factors, each one of 4.0, 2.0, 1.0, 0.5.
+            Defaults to (4.0, 2.0, 1.0, 0.5).
+        num_outs (int, optional): Number of outputs; defaults to ``len(scale_factors)``.
+        in_index (int): Which entry of the backbone's tuple to use. Defaults to -1.
+        init_cfg (dict | list[dict], optional): Initialisation config.
+    """
+
+    def __init__(self,
+                 in_channels: int,
+                 out_channels: Optional[int] = None,
+                 scale_factors: Sequence[float] = (4.0, 2.0, 1.0, 0.5),
+                 num_outs: Optional[int] = None,
+                 in_index: int = -1,
+                 init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        if in_channels % 4 != 0:
+            raise ValueError(f'in_channels must be divisible by 4, got {in_channels}')
+        self.num_outs = len(scale_factors) if num_outs is None else num_outs
+        if self.num_outs < len(scale_factors):
+            raise ValueError(f'num_outs ({self.num_outs}) must be at least the number of scale '
+                             f'factors ({len(scale_factors)})')
+        if self.num_outs > len(scale_factors) and out_channels is None:
+            raise ValueError('extra levels (num_outs > len(scale_factors)) need out_channels')
+        self.in_index = in_index
+        self.rescales = nn.ModuleList()
+        self.out_convs = nn.ModuleList()
+        for scale in scale_factors:
+            branch, channels = _rescale_branch(in_channels, float(scale))
+            self.rescales.append(branch)
+            if out_channels is not None:
+                self.out_convs.append(
+                    nn.Sequential(
+                        nn.Conv2d(channels, out_channels, 1, bias=False), LayerNorm2d(out_channels),
+                        nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False),
+                        LayerNorm2d(out_channels)))
+
+    def forward(self, inputs: Union[Tensor, Sequence[Tensor]]) -> Tuple[Tensor, ...]:
+        """Args:
+            inputs (Tensor | Sequence[Tensor]): The backbone's (B, C, H, W) map, or its tuple
+                of maps (``in_index`` picks one).
+
+        Returns:
+            tuple[Tensor, ...]: ``num_outs`` maps, finest first.
+        """
+        x = inputs if isinstance(inputs, Tensor) else inputs[self.in_index]
+        outs = [branch(x) for branch in self.rescales]
+        if len(self.out_convs):
+            outs = [conv(out) for conv, out in zip(self.out_convs, outs)]
+        while len(outs) < self.num_outs:
+            outs.append(F.max_pool2d(outs[-1], 1, stride=2))
+        return tuple(outs)

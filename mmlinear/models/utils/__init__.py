@@ -1,0 +1,8 @@
+from .checks import check_choice, normalize_indices
+from .padding_mask import pixel_padding_mask, token_padding_mask
+from .pos_embed import resize_pos_embed
+
+__all__ = [
+    'check_choice', 'normalize_indices', 'pixel_padding_mask', 'resize_pos_embed',
+    'token_padding_mask'
+]

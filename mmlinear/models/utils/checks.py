@@ -1,0 +1,40 @@
+"""Validation helpers that turn bad options into errors naming the allowed values."""
+from typing import Iterable, Sequence, Tuple, Union
+
+
+def check_choice(name: str, value: object, allowed: Iterable) -> None:
+    """Raise a ValueError naming the allowed values when ``value`` is not one of them.
+
+    Args:
+        name (str): What the value is, as the user would call it (``'attn_type'``).
+        value: The value given.
+        allowed (Iterable): The valid values.
+    """
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f'unknown {name} {value!r}; allowed: {", ".join(map(repr, allowed))}')
+
+
+def normalize_indices(name: str, indices: Union[int, Sequence[int]], length: int) -> Tuple[int, ...]:
+    """Turn (possibly negative) layer indices into sorted non-negative ones.
+
+    Args:
+        name (str): The option name for the error message (``'out_indices'``).
+        indices (int | Sequence[int]): Indices in ``[-length, length)``.
+        length (int): Number of layers.
+
+    Returns:
+        tuple[int, ...]: Indices in ``[0, length)``, in the given order.
+
+    Raises:
+        ValueError: If an index is out of range or not an integer.
+    """
+    if isinstance(indices, int):
+        indices = (indices, )
+    result = []
+    for index in indices:
+        if not isinstance(index, int) or not -length <= index < length:
+            raise ValueError(f'{name} must hold integers in [{-length}, {length - 1}] '
+                             f'(the model has {length} layers), got {tuple(indices)}')
+        result.append(index % length)
+    return tuple(result)

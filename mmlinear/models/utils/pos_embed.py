@@ -1,0 +1,39 @@
+"""Resizing of learned absolute position embeddings to another patch grid."""
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def resize_pos_embed(pos_embed: Tensor,
+                     src_shape: Tuple[int, int],
+                     dst_shape: Tuple[int, int],
+                     mode: str = 'bicubic',
+                     num_extra_tokens: int = 1) -> Tensor:
+    """Interpolate the grid part of a position embedding; extra tokens are kept as they are.
+
+    Args:
+        pos_embed (Tensor): (1, num_extra_tokens + Hs * Ws, C).
+        src_shape (tuple[int, int]): (Hs, Ws), the grid the table was made for.
+        dst_shape (tuple[int, int]): (Hd, Wd), the grid of the input.
+        mode (str): ``F.interpolate`` mode. Defaults to 'bicubic'.
+        num_extra_tokens (int): Leading non-grid tokens (the CLS token). Defaults to 1.
+
+    Returns:
+        Tensor: (1, num_extra_tokens + Hd * Wd, C) in the dtype of ``pos_embed``.
+    """
+    if tuple(src_shape) == tuple(dst_shape):
+        return pos_embed
+    src_h, src_w = src_shape
+    if pos_embed.shape[1] != num_extra_tokens + src_h * src_w:
+        raise ValueError(f'pos_embed has {pos_embed.shape[1]} tokens, expected '
+                         f'{num_extra_tokens} + {src_h}x{src_w}')
+    extra, grid = pos_embed[:, :num_extra_tokens], pos_embed[:, num_extra_tokens:]
+    C = grid.shape[-1]
+    # Interpolate in float32: bicubic weights in half precision visibly distort the table.
+    grid = grid.float().reshape(1, src_h, src_w, C).permute(0, 3, 1, 2)
+    align = False if mode in ('bilinear', 'bicubic') else None
+    grid = F.interpolate(grid, size=tuple(dst_shape), mode=mode, align_corners=align)
+    grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
+    return torch.cat([extra, grid], dim=1)

@@ -1,0 +1,58 @@
+"""Input handling shared by the Pure and Linear InfSA references."""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def check_infsa_inputs(q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
+                       key_padding_mask: Optional[Tensor]) -> None:
+    """Validate shapes and devices of an InfSA call.
+
+    Args:
+        q (Tensor): (B, H, N, d) queries.
+        k (Tensor): (B, H, S, d) keys.
+        v (Tensor): (B, H, S, d) values.
+        rho (Tensor): scalar, (1,) or (H,) decay.
+        key_padding_mask (Tensor, optional): (B, S) bool, True marks padding.
+
+    Raises:
+        ValueError: If a shape or device does not match.
+    """
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError('q, k and v must be 4-D (B, H, N, d), got shapes '
+                         f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
+    B, H, _, d = q.shape
+    if k.shape[:2] != (B, H) or k.shape[-1] != d or v.shape[:3] != k.shape[:3]:
+        raise ValueError('expected q (B, H, N, d), k (B, H, S, d), v (B, H, S, d), got '
+                         f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
+    if rho.numel() not in (1, H):
+        raise ValueError(f'rho must hold 1 value or one per head ({H}), got shape '
+                         f'{tuple(rho.shape)}')
+    tensors = [('q', q), ('k', k), ('v', v), ('rho', rho)]
+    if key_padding_mask is not None:
+        if key_padding_mask.shape != (B, k.shape[2]) or key_padding_mask.dtype != torch.bool:
+            raise ValueError('key_padding_mask must be a bool tensor of shape (B, S) = '
+                             f'{(B, k.shape[2])}, got {key_padding_mask.dtype} '
+                             f'{tuple(key_padding_mask.shape)}')
+        tensors.append(('key_padding_mask', key_padding_mask))
+    devices = {name: t.device for name, t in tensors}
+    if len(set(devices.values())) > 1:
+        raise ValueError(f'all inputs must be on one device, got {devices}')
+
+
+def scaled_float32(q: Tensor, k: Tensor) -> Tuple[Tensor, Tensor]:
+    """Scale q and k by 1/sqrt(d) each (as the reference code does) in at least float32.
+
+    The normalisations sum many squares or scores, which overflows or loses precision in
+    half types, so they always run in float32 (float64 inputs stay float64).
+    """
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    scale = q.shape[-1]**-0.5
+    return q.to(dtype) * scale, k.to(dtype) * scale
+
+
+def rho_per_head(rho: Tensor, num_heads: int, dtype: torch.dtype) -> Tensor:
+    """Return rho shaped (1, H, 1) (or (1, 1, 1)) for broadcasting over (B, H, *)."""
+    return rho.to(dtype).reshape(1, -1, 1) if rho.numel() == num_heads else rho.to(
+        dtype).reshape(1, 1, 1)

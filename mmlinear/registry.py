@@ -1,0 +1,22 @@
+"""mmlinear's registries: children of the mmengine roots under the scope ``mmlinear``.
+
+Configs of every toolbox reference our modules as ``type='mmlinear.X'``; mmengine then imports
+``mmlinear.registry`` and, through ``locations``, the modules that register into it. Inside the
+package, sub-modules are created directly in Python: an unprefixed registry build would be
+redirected to the runner's default scope (mmdet, mmseg or mmpretrain), which cannot see them.
+"""
+from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
+from mmengine.registry import Registry
+
+MODELS = Registry(
+    'model',
+    parent=MMENGINE_MODELS,
+    scope='mmlinear',
+    locations=['mmlinear.models'])
+
+OPTIM_WRAPPERS = Registry(
+    'optim_wrapper',
+    parent=MMENGINE_OPTIM_WRAPPERS,
+    scope='mmlinear',
+    locations=['mmlinear.engine'])

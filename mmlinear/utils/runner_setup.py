@@ -1,0 +1,133 @@
+"""What ``tools/train.py`` and ``tools/test.py`` share: config loading and run set-up.
+
+One pair of tools serves mmpretrain, mmdet and mmseg; the config's ``default_scope`` decides
+which toolbox's runner set-up applies.
+"""
+import os
+import os.path as osp
+import subprocess
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+from mmengine.config import Config
+
+SCOPES = ('mmpretrain', 'mmdet', 'mmseg')
+
+
+def load_config(path: str, cfg_options: Optional[dict] = None) -> Config:
+    """Load a config (``mmlinear`` must be imported first for ``mmlinear::`` bases).
+
+    Args:
+        path (str): Config file.
+        cfg_options (dict, optional): ``--cfg-options`` overrides.
+
+    Returns:
+        Config: The merged config.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file not found: {path}')
+    cfg = Config.fromfile(path)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    return cfg
+
+
+def config_scope(cfg: Config) -> str:
+    """The toolbox a config belongs to, from its ``default_scope``.
+
+    Raises:
+        ValueError: If the scope is not one of mmpretrain, mmdet, mmseg.
+    """
+    scope = cfg.get('default_scope', 'mmengine')
+    if scope not in SCOPES:
+        raise ValueError(f'config default_scope {scope!r} is not supported by mmlinear tools; '
+                         f'allowed: {", ".join(SCOPES)}')
+    return scope
+
+
+def set_work_dir(cfg: Config, work_dir: Optional[str], config_path: str) -> None:
+    """``--work-dir`` wins, then the config's, then ``./work_dirs/<config name>``."""
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
+
+
+def fix_dataloaders(cfg: Config) -> None:
+    """Apply mmpretrain's loader defaults and keep loaders valid with ``num_workers=0``.
+
+    mmpretrain's own train script collates with ``default_collate`` (plain mmengine would
+    use ``pseudo_collate``, which mmpretrain's data preprocessor does not expect), and torch
+    refuses ``persistent_workers`` without workers.
+    """
+    scope = cfg.get('default_scope')
+    for name in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        loader = cfg.get(name)
+        if not loader:
+            continue
+        if scope == 'mmpretrain':
+            loader.setdefault('collate_fn', dict(type='default_collate'))
+        if loader.get('num_workers', 0) == 0:
+            loader['persistent_workers'] = False
+
+
+def enable_amp(cfg: Config) -> None:
+    """Switch the optimizer wrapper to mixed precision.
+
+    On CUDA this is mmengine's ``AmpOptimWrapper`` with a dynamic loss scale (float16); on a
+    machine without a GPU, mmlinear's ``CPUAmpOptimWrapper`` (bfloat16).
+    """
+    wrapper = cfg.optim_wrapper
+    if wrapper.get('type', 'OptimWrapper') in ('AmpOptimWrapper', 'mmlinear.CPUAmpOptimWrapper'):
+        return
+    if wrapper.get('type', 'OptimWrapper') != 'OptimWrapper':
+        raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper, got {wrapper.type!r}')
+    if torch.cuda.is_available():
+        wrapper.type = 'AmpOptimWrapper'
+        wrapper.setdefault('loss_scale', 'dynamic')
+    else:
+        wrapper.type = 'mmlinear.CPUAmpOptimWrapper'
+
+
+def _slurm_env_to_torch_env() -> None:
+    """Fill torch.distributed's env:// variables from SLURM's (as mmengine does for CUDA)."""
+    os.environ.setdefault('RANK', os.environ['SLURM_PROCID'])
+    os.environ.setdefault('WORLD_SIZE', os.environ['SLURM_NTASKS'])
+    os.environ.setdefault('LOCAL_RANK', os.environ.get('SLURM_LOCALID', '0'))
+    if 'MASTER_ADDR' not in os.environ:
+        nodes = os.environ['SLURM_NODELIST']
+        os.environ['MASTER_ADDR'] = subprocess.getoutput(
+            f'scontrol show hostname {nodes} | head -n1')
+    os.environ.setdefault('MASTER_PORT', '29500')
+
+
+def prepare_launcher(cfg: Config, launcher: str) -> None:
+    """Set up distributed running; on a machine without CUDA, use gloo.
+
+    mmengine 0.10.7's ``init_dist`` always calls ``torch.cuda.set_device`` and its default DDP
+    wrapper passes ``device_ids=[LOCAL_RANK]``, which DDP rejects for CPU modules. Without
+    CUDA we therefore create the gloo process group here (mmengine then skips its own) and
+    give the wrapper ``device_ids=None``.
+
+    Args:
+        cfg (Config): The config; ``launcher`` and, without CUDA, ``model_wrapper_cfg`` and
+            ``env_cfg.dist_cfg`` are updated.
+        launcher (str): 'none', 'pytorch', 'slurm' or 'mpi'.
+    """
+    cfg.launcher = launcher
+    if launcher == 'none' or torch.cuda.is_available():
+        return
+    if launcher == 'slurm':
+        _slurm_env_to_torch_env()
+    elif launcher == 'mpi':
+        os.environ.setdefault('RANK', os.environ['OMPI_COMM_WORLD_RANK'])
+        os.environ.setdefault('WORLD_SIZE', os.environ['OMPI_COMM_WORLD_SIZE'])
+        os.environ.setdefault('LOCAL_RANK', os.environ['OMPI_COMM_WORLD_LOCAL_RANK'])
+    if not dist.is_initialized():
+        dist.init_process_group(backend='gloo')
+    cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
+    wrapper = cfg.get('model_wrapper_cfg') or {}
+    wrapper.setdefault('type', 'MMDistributedDataParallel')
+    wrapper['device_ids'] = None
+    cfg.model_wrapper_cfg = wrapper

@@ -1,0 +1,55 @@
+import hashlib
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+
+from conftest import REPO_ROOT
+
+SCRIPT = osp.join(REPO_ROOT, 'tools/misc/make_tiny_datasets.py')
+
+
+def digest(root):
+    h = hashlib.sha256()
+    for dirpath, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            path = osp.join(dirpath, name)
+            h.update(osp.relpath(path, root).encode())
+            with open(path, 'rb') as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def test_generation_is_deterministic_and_formats_are_valid(tiny_data, tmp_path):
+    again = tmp_path / 'again'
+    subprocess.run([sys.executable, SCRIPT, '--out', str(again), '--scale', '0.05'], check=True,
+                   capture_output=True)
+    assert digest(tiny_data) == digest(str(again))
+    assert sorted(os.listdir(osp.join(tiny_data, 'cls', 'train'))) == [
+        'circle', 'square', 'triangle']
+    assert sorted(os.listdir(osp.join(tiny_data, 'relation', 'val'))) == [
+        'red_left', 'red_right']
+    with open(osp.join(tiny_data, 'coco', 'annotations', 'instances_train.json')) as f:
+        coco = json.load(f)
+    assert [c['name'] for c in coco['categories']] == ['circle', 'square', 'triangle']
+    for ann in coco['annotations']:
+        assert len(ann['segmentation'][0]) >= 6 and ann['area'] > 0
+        x, y, w, h = ann['bbox']
+        assert 0 <= x and 0 <= y and x + w <= 128 and y + h <= 128
+    images = sorted(os.listdir(osp.join(tiny_data, 'ade', 'images', 'training')))
+    labels = sorted(os.listdir(osp.join(tiny_data, 'ade', 'annotations', 'training')))
+    assert [i.replace('.jpg', '.png') for i in images] == labels
+
+
+def test_second_run_is_a_no_op_and_foreign_folders_are_kept(tiny_data, tmp_path):
+    result = subprocess.run([sys.executable, SCRIPT, '--out', tiny_data, '--scale', '0.05'],
+                            check=True, capture_output=True, text=True)
+    assert 'is complete' in result.stdout
+    foreign = tmp_path / 'mine'
+    foreign.mkdir()
+    (foreign / 'keep.txt').write_text('user data')
+    result = subprocess.run([sys.executable, SCRIPT, '--out', str(foreign)], capture_output=True,
+                            text=True)
+    assert result.returncode != 0 and 'was not written by this script' in result.stderr
+    assert (foreign / 'keep.txt').read_text() == 'user data'

@@ -1,0 +1,68 @@
+"""mmengine checkpoints load under weights_only=True; nothing else in a pickle may run."""
+import builtins
+import os
+
+import numpy as np
+import pytest
+import torch
+from mmengine.logging import HistoryBuffer
+
+import mmlinear  # noqa: F401  (registers the allowlist)
+from mmlinear.utils import history_buffer_getattr
+
+
+def mmengine_like_checkpoint():
+    buffer = HistoryBuffer()
+    buffer.update(0.5)
+    buffer.update(np.float64(0.25))
+    return dict(
+        meta=dict(seed=np.int64(3), dataset_meta=dict(classes=('a', 'b'))),
+        state_dict=dict(w=torch.ones(2)),
+        message_hub=dict(log_scalars={'train/loss': buffer},
+                         runtime_info=dict(arr=np.arange(3, dtype=np.float32))))
+
+
+def test_mmengine_checkpoint_loads_with_weights_only(tmp_path):
+    path = tmp_path / 'ckpt.pth'
+    torch.save(mmengine_like_checkpoint(), path)
+    loaded = torch.load(path, weights_only=True)
+    assert loaded['message_hub']['log_scalars']['train/loss'].mean() == pytest.approx(0.375)
+    assert loaded['message_hub']['runtime_info']['arr'].tolist() == [0, 1, 2]
+    assert torch.equal(loaded['state_dict']['w'], torch.ones(2))
+
+
+class CreatesFile:
+    """Unpickling this would create a file (a stand-in for running arbitrary code)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (builtins.open, (self.path, 'w'))
+
+
+class ClimbsThroughGetattr:
+
+    def __reduce__(self):
+        return (getattr, ('', '__class__'))
+
+
+def test_malicious_checkpoint_is_refused(tmp_path):
+    target = tmp_path / 'pwned.txt'
+    path = tmp_path / 'evil.pth'
+    torch.save(dict(state_dict={}, payload=CreatesFile(str(target))), path)
+    with pytest.raises(Exception, match='Weights only load failed'):
+        torch.load(path)
+    assert not target.exists()
+    path = tmp_path / 'escape.pth'
+    torch.save(dict(payload=ClimbsThroughGetattr()), path)
+    with pytest.raises(Exception, match='only the public methods of mmengine HistoryBuffer'):
+        torch.load(path)
+
+
+def test_restricted_getattr():
+    assert history_buffer_getattr(HistoryBuffer, 'mean') is HistoryBuffer.mean
+    for obj, name in ((HistoryBuffer, '__init__'), (HistoryBuffer, '_log_history'), (os, 'system'),
+                      ('', '__class__')):
+        with pytest.raises(Exception, match='refusing getattr'):
+            history_buffer_getattr(obj, name)

@@ -1,0 +1,233 @@
+"""Write the bundled synthetic "shapes" datasets, deterministically from a seed.
+
+Four sets under ``--out`` (default ``data/shapes``):
+
+- ``cls/{train,val}/<class>/*.png``: 64x64 images of one circle, square or triangle with random
+  colours, size, rotation and position (ImageNet-style class folders for mmpretrain's
+  CustomDataset).
+- ``relation/{train,val}/{red_left,red_right}/*.png``: a red and a blue disc of independent
+  random sizes plus grey distractors; the label says which disc is further left. No single
+  patch holds the answer, so a model without token mixing stays at chance.
+- ``coco/{images/{train,val},annotations/instances_{train,val}.json}``: 128x128 images with
+  one to three shapes, COCO instance segmentation with polygons (mmdet CocoDataset).
+- ``ade/{images,annotations}/{training,validation}``: the same kind of scenes as .jpg images and
+  .png label maps (0 background, 1 circle, 2 square, 3 triangle; mmseg BaseSegDataset).
+
+A second run with the same arguments finds the completion stamp and does nothing.
+"""
+import argparse
+import json
+import math
+import os
+import os.path as osp
+import shutil
+import time
+from typing import Dict, List, Tuple
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+CLASSES = ('circle', 'square', 'triangle')
+RELATION_CLASSES = ('red_left', 'red_right')
+STAMP = '.complete.json'
+
+
+def shape_polygon(kind: str, cx: float, cy: float, radius: float,
+                  angle: float) -> List[Tuple[float, float]]:
+    """Vertices of a shape centred at (cx, cy) with circumradius ``radius``.
+
+    Args:
+        kind (str): 'circle' (a 32-gon), 'square' or 'triangle'.
+        cx, cy (float): Centre in pixels.
+        radius (float): Circumradius in pixels.
+        angle (float): Rotation in radians.
+
+    Returns:
+        list[tuple[float, float]]: Polygon vertices, also used as the COCO segmentation.
+    """
+    sides = {'circle': 32, 'square': 4, 'triangle': 3}[kind]
+    return [(cx + radius * math.cos(angle + 2 * math.pi * i / sides),
+             cy + radius * math.sin(angle + 2 * math.pi * i / sides)) for i in range(sides)]
+
+
+def polygon_area(points: List[Tuple[float, float]]) -> float:
+    """Shoelace area of a simple polygon."""
+    xs, ys = np.array(points).T
+    return float(abs(np.dot(xs, np.roll(ys, 1)) - np.dot(ys, np.roll(xs, 1))) / 2)
+
+
+def noisy_background(rng: np.random.RandomState, size: int) -> Image.Image:
+    """A random dark colour with mild pixel noise, so images are not trivially clean."""
+    base = rng.randint(0, 90, size=3)
+    noise = rng.randint(-12, 13, size=(size, size, 3))
+    return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8))
+
+
+def bright_colour(rng: np.random.RandomState) -> Tuple[int, int, int]:
+    """A random colour clearly brighter than every background."""
+    return tuple(int(c) for c in rng.randint(120, 256, size=3))
+
+
+def make_classification(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """One shape per 64x64 image; class folders."""
+    size = 64
+    for c in CLASSES:
+        os.makedirs(osp.join(root, split, c), exist_ok=True)
+    for i in range(count):
+        kind = CLASSES[i % len(CLASSES)]
+        img = noisy_background(rng, size)
+        radius = rng.uniform(9, 22)
+        cx, cy = rng.uniform(radius, size - radius, size=2)
+        ImageDraw.Draw(img).polygon(
+            shape_polygon(kind, cx, cy, radius, rng.uniform(0, 2 * math.pi)),
+            fill=bright_colour(rng))
+        img.save(osp.join(root, split, kind, f'{i:05d}.png'))
+
+
+def make_relation(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """A red and a blue disc; the label is whether red is further left."""
+    size = 64
+    for c in RELATION_CLASSES:
+        os.makedirs(osp.join(root, split, c), exist_ok=True)
+    for i in range(count):
+        label = i % 2  # index into RELATION_CLASSES
+        img = noisy_background(rng, size)
+        draw = ImageDraw.Draw(img)
+        for _ in range(rng.randint(0, 3)):
+            r = rng.uniform(3, 7)
+            gx, gy = rng.uniform(r, size - r, size=2)
+            grey = int(rng.randint(110, 200))
+            draw.polygon(shape_polygon('square', gx, gy, r, rng.uniform(0, 6.3)), fill=(grey, ) * 3)
+        # Independent radii: the pooled sum of per-patch features cannot encode the order.
+        max_radius = 12
+        while True:
+            left, right = sorted(rng.uniform(max_radius, size - max_radius, size=2))
+            if right - left >= 6:
+                break
+        red_x, blue_x = (left, right) if label == 0 else (right, left)
+        for x, colour in ((red_x, (230, 40, 40)), (blue_x, (40, 80, 230))):
+            r = rng.uniform(4, max_radius)
+            y = rng.uniform(r, size - r)
+            draw.polygon(shape_polygon('circle', x, y, r, 0.), fill=colour)
+        img.save(osp.join(root, split, RELATION_CLASSES[label], f'{i:05d}.png'))
+
+
+def scene(rng: np.random.RandomState, size: int) -> Tuple[Image.Image, np.ndarray, List[Dict]]:
+    """1-3 non-overlapping shapes; returns the image, the label map and the instances."""
+    img = noisy_background(rng, size)
+    label_map = Image.new('L', (size, size), 0)
+    draw, label_draw = ImageDraw.Draw(img), ImageDraw.Draw(label_map)
+    placed: List[Tuple[float, float, float]] = []
+    instances = []
+    for _ in range(rng.randint(1, 4)):
+        for _attempt in range(20):
+            radius = rng.uniform(12, 30)
+            cx, cy = rng.uniform(radius, size - radius, size=2)
+            if all(math.hypot(cx - x, cy - y) > radius + r + 2 for x, y, r in placed):
+                break
+        else:
+            continue
+        placed.append((cx, cy, radius))
+        category = int(rng.randint(len(CLASSES)))
+        polygon = shape_polygon(CLASSES[category], cx, cy, radius, rng.uniform(0, 2 * math.pi))
+        draw.polygon(polygon, fill=bright_colour(rng))
+        label_draw.polygon(polygon, fill=category + 1)
+        instances.append(dict(category=category, polygon=polygon))
+    return img, np.array(label_map), instances
+
+
+def make_coco(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """COCO instance segmentation json with polygon masks."""
+    size = 128
+    img_dir = osp.join(root, 'images', split)
+    os.makedirs(img_dir, exist_ok=True)
+    os.makedirs(osp.join(root, 'annotations'), exist_ok=True)
+    images, annotations = [], []
+    for i in range(count):
+        img, _, instances = scene(rng, size)
+        file_name = f'{i:05d}.png'
+        img.save(osp.join(img_dir, file_name))
+        images.append(dict(id=i + 1, file_name=file_name, width=size, height=size))
+        for inst in instances:
+            xs, ys = np.array(inst['polygon']).T.clip(0, size)
+            x0, y0 = float(xs.min()), float(ys.min())
+            annotations.append(
+                dict(
+                    id=len(annotations) + 1,
+                    image_id=i + 1,
+                    category_id=inst['category'] + 1,
+                    bbox=[x0, y0, float(xs.max()) - x0, float(ys.max()) - y0],
+                    area=polygon_area(inst['polygon']),
+                    segmentation=[[round(float(v), 2) for xy in zip(xs, ys) for v in xy]],
+                    iscrowd=0))
+    categories = [dict(id=i + 1, name=name) for i, name in enumerate(CLASSES)]
+    with open(osp.join(root, 'annotations', f'instances_{split}.json'), 'w') as f:
+        json.dump(dict(images=images, annotations=annotations, categories=categories), f)
+
+
+def make_ade(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """ADE-style images (.jpg) and label maps (.png, 0 = background)."""
+    size = 128
+    img_dir = osp.join(root, 'images', split)
+    ann_dir = osp.join(root, 'annotations', split)
+    os.makedirs(img_dir, exist_ok=True)
+    os.makedirs(ann_dir, exist_ok=True)
+    for i in range(count):
+        img, label_map, _ = scene(rng, size)
+        img.save(osp.join(img_dir, f'{i:05d}.jpg'), quality=95)
+        Image.fromarray(label_map).save(osp.join(ann_dir, f'{i:05d}.png'))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--out', default='data/shapes', help='output folder')
+    parser.add_argument('--seed', type=int, default=0, help='random seed')
+    parser.add_argument(
+        '--scale', type=float, default=1.0, help='multiply every split size (e.g. 0.1 for tests)')
+    parser.add_argument('--force', action='store_true', help='regenerate even if complete')
+    return parser.parse_args()
+
+
+SPLITS = {
+    # set: (writer, {split: count})
+    'cls': (make_classification, {'train': 1800, 'val': 300}),
+    'relation': (make_relation, {'train': 3000, 'val': 600}),
+    'coco': (make_coco, {'train': 240, 'val': 60}),
+    'ade': (make_ade, {'training': 240, 'validation': 60}),
+}
+
+
+def main() -> None:
+    args = parse_args()
+    if args.scale <= 0:
+        raise SystemExit(f'--scale must be positive, got {args.scale}')
+    settings = dict(seed=args.seed, scale=args.scale, version=1)
+    stamp = osp.join(args.out, STAMP)
+    if not args.force and osp.exists(stamp):
+        with open(stamp) as f:
+            if json.load(f) == settings:
+                print(f'{args.out} is complete (seed {args.seed}, scale {args.scale})')
+                return
+    # Generated data only: never delete a folder this script did not make.
+    if osp.isdir(args.out) and os.listdir(args.out):
+        if not osp.exists(stamp) and not osp.exists(osp.join(args.out, '.partial')):
+            raise SystemExit(f'{args.out} exists and was not written by this script; '
+                             'choose another --out')
+        shutil.rmtree(args.out)
+    os.makedirs(args.out, exist_ok=True)
+    open(osp.join(args.out, '.partial'), 'w').close()
+    start = time.time()
+    for offset, (name, (writer, splits)) in enumerate(SPLITS.items()):
+        for split_offset, (split, count) in enumerate(splits.items()):
+            # One stream per (set, split): changing one size leaves the other sets unchanged.
+            rng = np.random.RandomState(args.seed * 1000 + offset * 10 + split_offset)
+            writer(osp.join(args.out, name), split, max(6, int(round(count * args.scale))), rng)
+        print(f'[{time.time() - start:5.1f}s] wrote {name}: '
+              + ', '.join(f'{s} {max(6, int(round(c * args.scale)))}' for s, c in splits.items()))
+    os.remove(osp.join(args.out, '.partial'))
+    with open(stamp, 'w') as f:
+        json.dump(settings, f)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,106 @@
+"""The demo: train and evaluate one Linear-InfViT model per toolbox on the bundled shapes data.
+
+Runs ``tools/train.py`` then ``tools/test.py`` for a classifier (mmpretrain), a Mask R-CNN
+(mmdet, COCO bbox/segm mAP from pycocotools) and an UperNet (mmseg, mIoU), shows mmengine's
+progress lines (with their ETA) and an overall ETA, and ends with a table of the test metrics.
+Full logs go to ``work_dirs/demo/<task>/``. Run from the repository root after
+``python tools/misc/make_tiny_datasets.py`` (``make demo`` does both).
+"""
+import argparse
+import glob
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+import time
+from typing import Dict, List, NamedTuple
+
+REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+class Demo(NamedTuple):
+    name: str
+    config: str
+    metrics: List[str]
+    expected_seconds: float  # rough share of the run, for the overall ETA
+
+
+DEMOS = [
+    Demo('classification (mmpretrain)', 'configs/demo/infvit-demo-linear_shapes-cls.py',
+         ['accuracy/top1'], 150),
+    Demo('instance segmentation (mmdet)',
+         'configs/demo/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py',
+         ['coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'coco/segm_mAP_50'], 240),
+    Demo('semantic segmentation (mmseg)', 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py',
+         ['mIoU', 'mAcc', 'aAcc'], 120),
+]
+PROGRESS_MARKERS = ('Epoch(', 'Iter(')
+
+
+def run_logged(cmd: List[str], log_path: str, show_progress: bool) -> None:
+    """Run a command, writing its whole output to ``log_path`` and echoing progress lines."""
+    with open(log_path, 'w') as log:
+        proc = subprocess.Popen(
+            cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in proc.stdout:
+            log.write(line)
+            if show_progress and any(marker in line for marker in PROGRESS_MARKERS):
+                print('    ' + line.rstrip()[-150:], flush=True)
+        if proc.wait() != 0:
+            raise SystemExit(f'command failed ({proc.returncode}): {" ".join(cmd)}\n'
+                             f'see {log_path}')
+
+
+def latest_test_metrics(work_dir: str) -> Dict[str, float]:
+    """The metrics mmengine's LoggerHook dumped after the test epoch."""
+    logs = sorted(glob.glob(osp.join(work_dir, '*', '*.json')), key=osp.getmtime)
+    if not logs:
+        raise SystemExit(f'no metrics log found under {work_dir}')
+    with open(logs[-1]) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    return lines[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--work-dir', default='work_dirs/demo')
+    parser.add_argument('--quiet', action='store_true', help='hide the training progress lines')
+    args = parser.parse_args()
+    if not osp.exists(osp.join(REPO_ROOT, 'data/shapes/.complete.json')):
+        raise SystemExit('the bundled data is missing: run '
+                         'python tools/misc/make_tiny_datasets.py first')
+    start = time.time()
+    remaining = sum(d.expected_seconds for d in DEMOS)
+    results = []
+    for i, demo in enumerate(DEMOS, 1):
+        elapsed = time.time() - start
+        print(f'[{i}/{len(DEMOS)}] {demo.name}: {demo.config}  '
+              f'(elapsed {elapsed:.0f} s, ETA about {remaining:.0f} s)', flush=True)
+        work_dir = osp.join(args.work_dir, osp.splitext(osp.basename(demo.config))[0])
+        os.makedirs(osp.join(REPO_ROOT, work_dir), exist_ok=True)
+        task_start = time.time()
+        run_logged([sys.executable, 'tools/train.py', demo.config, '--work-dir', work_dir],
+                   osp.join(REPO_ROOT, work_dir, 'train.log'), not args.quiet)
+        with open(osp.join(REPO_ROOT, work_dir, 'last_checkpoint')) as f:
+            checkpoint = f.read().strip()
+        test_dir = osp.join(work_dir, 'test')
+        run_logged([
+            sys.executable, 'tools/test.py', demo.config, checkpoint, '--work-dir', test_dir
+        ], osp.join(REPO_ROOT, work_dir, 'test.log'), False)
+        metrics = latest_test_metrics(osp.join(REPO_ROOT, test_dir))
+        seconds = time.time() - task_start
+        remaining = max(remaining - demo.expected_seconds, 0)
+        results.append((demo, metrics, seconds))
+        print('    ' + ', '.join(f'{k} = {metrics[k]:.3f}' for k in demo.metrics)
+              + f'  ({seconds:.0f} s)', flush=True)
+
+    print('\nDemo results (test split of the bundled shapes data):')
+    for demo, metrics, seconds in results:
+        shown = ', '.join(f'{k} {metrics[k]:.3f}' for k in demo.metrics)
+        print(f'  {demo.name:32s} {shown}  [{seconds:.0f} s]')
+    print(f'Total {time.time() - start:.0f} s; logs and checkpoints in {args.work_dir}/')
+
+
+if __name__ == '__main__':
+    main()

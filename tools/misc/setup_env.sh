@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Create (or refresh) the project's virtual environment with the pinned OpenMMLab stack.
+#
+# Idempotent: a stamp keyed by the requirement files and this script makes a second run
+# return in seconds. mmcv 2.1.0 only exists as a source release and hard-codes -std=c++17,
+# which torch 2.14 refuses, so it is built once from the PyPI sdist with C++20 and the wheel
+# is cached outside the repository (keyed by Python, torch and CUDA), see
+# ../shared/specs/openmmlab.md, "Pinned stack".
+#
+# Environment:
+#   VENV            where to create the environment (default: .venv in the repo root)
+#   PYTHON          the base interpreter (default: python3.11, else python3)
+#   MMLINEAR_CACHE  where built wheels are kept (default: ~/.cache/mmlinear)
+#   MAX_JOBS        parallel compile jobs for mmcv (default: 2)
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo_root"
+
+VENV="${VENV:-$repo_root/.venv}"
+PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+CACHE="${MMLINEAR_CACHE:-$HOME/.cache/mmlinear}"
+export MAX_JOBS="${MAX_JOBS:-2}"
+# torch guesses CUDA_HOME from the nvcc on PATH (/usr/local/bin/nvcc -> /usr/local), which breaks
+# linking against libcudart; point it at the toolkit when one is installed.
+if [[ -z "${CUDA_HOME:-}" && -d /usr/local/cuda ]]; then
+    export CUDA_HOME=/usr/local/cuda
+fi
+
+log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
+
+stamp_inputs=(requirements/*.txt setup.py tools/misc/setup_env.sh)
+stamp_hash="$(cat "${stamp_inputs[@]}" 2>/dev/null | sha256sum | cut -c1-16)"
+stamp="$VENV/.mmlinear-setup-$stamp_hash"
+if [[ -f "$stamp" ]]; then
+    log "environment up to date ($VENV)"
+    exit 0
+fi
+
+start=$SECONDS
+
+# A machine that already has a CUDA-enabled torch (the GPU machine) keeps it: the venv then
+# sees the base interpreter's packages instead of downloading the pinned CPU-capable build.
+reuse_system_torch=0
+if "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    reuse_system_torch=1
+fi
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating $VENV from $PYTHON"
+    if [[ $reuse_system_torch == 1 ]]; then
+        "$PYTHON" -m venv --system-site-packages "$VENV"
+    else
+        "$PYTHON" -m venv "$VENV"
+    fi
+fi
+py="$VENV/bin/python"
+# One constraints file for every pip call: torch depends on setuptools and would otherwise pull in a
+# setuptools >= 82, which has no pkg_resources and breaks the mmcv build and mmengine's 'pkg::'
+# config inheritance; the built mmcv must never be replaced by a resolver.
+constraints="$VENV/mmlinear-constraints.txt"
+{
+    printf 'setuptools<82\nmmcv==2.1.0\n'
+    if [[ $reuse_system_torch == 0 ]]; then cat requirements/torch.txt; fi
+} >"$constraints"
+pip_install() { "$py" -m pip install --disable-pip-version-check -q -c "$constraints" "$@"; }
+
+log "build tools"
+pip_install -r requirements/build.txt
+
+if [[ $reuse_system_torch == 1 ]]; then
+    log "using the CUDA torch of $PYTHON"
+else
+    log "torch and torchvision"
+    pip_install -r requirements/torch.txt
+fi
+
+log "mmengine"
+pip_install "mmengine==0.10.7"
+
+mmcv_key="$("$py" -c 'import sys, torch; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-torch{torch.__version__}")')"
+if [[ "${FORCE_CUDA:-0}" == 1 ]] || "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    mmcv_key="$mmcv_key-cuda${TORCH_CUDA_ARCH_LIST:-native}"
+fi
+mmcv_dir="$CACHE/wheels/$mmcv_key"
+if "$py" -c 'import mmcv, mmcv.ops, sys; sys.exit(0 if mmcv.__version__ == "2.1.0" else 1)' 2>/dev/null; then
+    log "mmcv 2.1.0 with ops already installed"
+else
+    if ! compgen -G "$mmcv_dir/mmcv-2.1.0-*.whl" >/dev/null; then
+        log "building mmcv 2.1.0 from source with C++20 (one-off, about 10-20 minutes on 2 cores)"
+        build_dir="$(mktemp -d)"
+        trap 'rm -rf "$build_dir"' EXIT
+        "$py" -m pip download --disable-pip-version-check -q -c "$constraints" --no-deps \
+            --no-binary :all: --no-build-isolation "mmcv==2.1.0" -d "$build_dir"
+        tar -xzf "$build_dir"/mmcv-2.1.0.tar.gz -C "$build_dir"
+        sed -i 's/-std=c++17/-std=c++20/g' "$build_dir/mmcv-2.1.0/setup.py"
+        mkdir -p "$mmcv_dir"
+        (cd "$build_dir/mmcv-2.1.0" && MMCV_WITH_OPS=1 "$py" -m pip wheel --disable-pip-version-check \
+            --no-deps --no-build-isolation -w "$build_dir/dist" .)
+        # Move into the cache only once complete, so an interrupted build is never reused.
+        mv "$build_dir"/dist/mmcv-2.1.0-*.whl "$mmcv_dir/"
+    fi
+    log "installing cached mmcv wheel from $mmcv_dir"
+    pip_install --no-deps "$mmcv_dir"/mmcv-2.1.0-*.whl
+fi
+
+log "OpenMMLab toolboxes and their undeclared extras"
+pip_install -r requirements/runtime.txt -r requirements/tests.txt -r requirements/optional.txt
+
+log "mmlinear (editable)"
+pip_install --no-build-isolation --no-deps -e .
+
+"$py" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, mmlinear; print("stack:", "mmcv", mmcv.__version__, "mmdet", mmdet.__version__, "mmseg", mmseg.__version__, "mmpretrain", mmpretrain.__version__)'
+rm -f "$VENV"/.mmlinear-setup-*
+touch "$stamp"
+log "done in $((SECONDS - start)) s"

@@ -1,0 +1,91 @@
+"""Evaluate a checkpoint with mmpretrain, mmdet or mmseg; the config's ``default_scope`` decides.
+
+Examples:
+    python tools/test.py CONFIG CHECKPOINT
+    python tools/test.py CONFIG CHECKPOINT --out results.pkl   # mmdet / mmpretrain: a pickle
+    python tools/test.py CONFIG CHECKPOINT --out pred_dir      # mmseg: a folder of label maps
+    python tools/test.py CONFIG CHECKPOINT --show-dir vis      # drawn predictions
+    bash tools/dist_test.sh CONFIG CHECKPOINT 2
+"""
+import argparse
+import os
+
+from mmengine.config import Config, DictAction
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Test a model (mmpretrain / mmdet / mmseg)')
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--work-dir', help='where the evaluation logs go')
+    parser.add_argument(
+        '--out',
+        help='save the predictions: a .pkl file for mmdet and mmpretrain, a folder of '
+        'label maps for mmseg')
+    parser.add_argument('--show-dir', help='save images with drawn predictions here')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override config settings, e.g. test_dataloader.batch_size=1')
+    parser.add_argument(
+        '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def add_result_dump(cfg: Config, scope: str, out: str) -> None:
+    """Save predictions the way each toolbox's own test script does."""
+    if scope == 'mmseg':
+        cfg.test_evaluator['output_dir'] = out
+        cfg.test_evaluator['keep_results'] = True
+        return
+    if not out.endswith(('.pkl', '.pickle')):
+        raise ValueError(f'--out must be a .pkl or .pickle file for {scope}, got {out!r}')
+    dump = dict(type='DumpDetResults' if scope == 'mmdet' else 'DumpResults', out_file_path=out)
+    evaluators = cfg.test_evaluator
+    cfg.test_evaluator = (list(evaluators) if isinstance(evaluators, (list, tuple)) else
+                          [evaluators]) + [dump]
+
+
+def add_visualization(cfg: Config, scope: str, show_dir: str) -> None:
+    """Turn on the toolbox's visualisation hook, writing into ``show_dir``."""
+    hooks = cfg.default_hooks
+    if scope == 'mmpretrain':
+        hooks.visualization = dict(type='VisualizationHook', enable=True, out_dir=show_dir)
+    else:
+        hook = hooks.get('visualization')
+        if hook is None:
+            raise ValueError('the config has no default_hooks.visualization to draw with')
+        hook.update(draw=True, test_out_dir=show_dir)
+
+
+def main() -> None:
+    args = parse_args()
+    import mmlinear  # noqa: F401  (shims: safe checkpoint loading, mmlinear:: configs)
+    from mmengine.registry import RUNNERS
+    from mmengine.runner import Runner
+
+    from mmlinear.utils.runner_setup import (config_scope, fix_dataloaders, load_config,
+                                             prepare_launcher, set_work_dir)
+
+    if not os.path.isfile(args.checkpoint):
+        raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
+    cfg = load_config(args.config, args.cfg_options)
+    scope = config_scope(cfg)
+    set_work_dir(cfg, args.work_dir, args.config)
+    cfg.load_from = args.checkpoint
+    if args.out:
+        add_result_dump(cfg, scope, args.out)
+    if args.show_dir:
+        add_visualization(cfg, scope, args.show_dir)
+    fix_dataloaders(cfg)
+    prepare_launcher(cfg, args.launcher)
+
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    runner.test()
+
+
+if __name__ == '__main__':
+    main()

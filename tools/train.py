@@ -1,0 +1,78 @@
+"""Train a model with mmpretrain, mmdet or mmseg; the config's ``default_scope`` decides.
+
+Examples:
+    python tools/train.py configs/demo/infvit-demo_linear_shapes-cls.py
+    python tools/train.py CONFIG --work-dir work_dirs/x --amp --cfg-options train_cfg.max_epochs=1
+    python tools/train.py CONFIG --resume                 # latest checkpoint in the work dir
+    python tools/train.py CONFIG --resume path/to/epoch_3.pth
+    bash tools/dist_train.sh CONFIG 2                     # torchrun, gloo on a CPU-only machine
+"""
+import argparse
+import os
+
+from mmengine.config import DictAction
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Train a model (mmpretrain / mmdet / mmseg)')
+    parser.add_argument('config', help='config file')
+    parser.add_argument('--work-dir', help='where logs and checkpoints go')
+    parser.add_argument(
+        '--resume',
+        nargs='?',
+        const='auto',
+        metavar='PATH',
+        help='resume training: from PATH, or without a value from the latest checkpoint '
+        'in the work dir')
+    parser.add_argument(
+        '--amp', action='store_true',
+        help='mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU)')
+    parser.add_argument(
+        '--auto-scale-lr', action='store_true',
+        help='scale the learning rate by the actual batch size (auto_scale_lr in the config)')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override config settings, e.g. train_cfg.max_epochs=1')
+    parser.add_argument(
+        '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+        help='job launcher')
+    # torch.distributed.launch passes --local-rank (older: --local_rank); torchrun sets env vars.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    import mmlinear  # noqa: F401  (shims: safe checkpoint loading, mmlinear:: configs)
+    from mmengine.registry import RUNNERS
+    from mmengine.runner import Runner
+
+    from mmlinear.utils.runner_setup import (config_scope, enable_amp, fix_dataloaders,
+                                             load_config, prepare_launcher, set_work_dir)
+
+    cfg = load_config(args.config, args.cfg_options)
+    config_scope(cfg)
+    set_work_dir(cfg, args.work_dir, args.config)
+    if args.amp:
+        enable_amp(cfg)
+    if args.auto_scale_lr:
+        if 'auto_scale_lr' not in cfg or 'base_batch_size' not in cfg.auto_scale_lr:
+            raise ValueError('--auto-scale-lr needs auto_scale_lr.base_batch_size in the config')
+        cfg.auto_scale_lr.enable = True
+    if args.resume == 'auto':
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume is not None:
+        if not os.path.isfile(args.resume):
+            raise FileNotFoundError(f'--resume checkpoint not found: {args.resume}')
+        cfg.resume, cfg.load_from = True, args.resume
+    fix_dataloaders(cfg)
+    prepare_launcher(cfg, args.launcher)
+
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()

@@ -10,29 +10,27 @@ Examples:
 import argparse
 import os
 
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+# Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
+from mmlinear.utils.runner_setup import (add_common_arguments, config_scope, fix_dataloaders,
+                                         load_config, parse_tool_args, prepare_launcher,
+                                         set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Test a model (mmpretrain / mmdet / mmseg)')
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument('--work-dir', help='where the evaluation logs go')
     parser.add_argument(
         '--out',
         help='save the predictions: a .pkl file for mmdet and mmpretrain, a folder of '
         'label maps for mmseg')
     parser.add_argument('--show-dir', help='save images with drawn predictions here')
-    parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
-        help='override config settings, e.g. test_dataloader.batch_size=1')
-    parser.add_argument(
-        '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
-        help='job launcher')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    args = parser.parse_args()
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
+    add_common_arguments(parser)
+    return parse_tool_args(parser)
 
 
 def add_result_dump(cfg: Config, scope: str, out: str) -> None:
@@ -63,13 +61,6 @@ def add_visualization(cfg: Config, scope: str, show_dir: str) -> None:
 
 def main() -> None:
     args = parse_args()
-    import mmlinear  # noqa: F401  (shims: safe checkpoint loading, mmlinear:: configs)
-    from mmengine.registry import RUNNERS
-    from mmengine.runner import Runner
-
-    from mmlinear.utils.runner_setup import (config_scope, fix_dataloaders, load_config,
-                                             prepare_launcher, set_work_dir)
-
     if not os.path.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
     cfg = load_config(args.config, args.cfg_options)

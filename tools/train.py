@@ -10,13 +10,18 @@ Examples:
 import argparse
 import os
 
-from mmengine.config import DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+# Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
+from mmlinear.utils.runner_setup import (add_common_arguments, config_scope, enable_amp,
+                                         fix_dataloaders, load_config, parse_tool_args,
+                                         prepare_launcher, set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Train a model (mmpretrain / mmdet / mmseg)')
     parser.add_argument('config', help='config file')
-    parser.add_argument('--work-dir', help='where logs and checkpoints go')
     parser.add_argument(
         '--resume',
         nargs='?',
@@ -30,28 +35,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         '--auto-scale-lr', action='store_true',
         help='scale the learning rate by the actual batch size (auto_scale_lr in the config)')
-    parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
-        help='override config settings, e.g. train_cfg.max_epochs=1')
-    parser.add_argument(
-        '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
-        help='job launcher')
-    # torch.distributed.launch passes --local-rank (older: --local_rank); torchrun sets env vars.
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    args = parser.parse_args()
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
+    add_common_arguments(parser)
+    return parse_tool_args(parser)
 
 
 def main() -> None:
     args = parse_args()
-    import mmlinear  # noqa: F401  (shims: safe checkpoint loading, mmlinear:: configs)
-    from mmengine.registry import RUNNERS
-    from mmengine.runner import Runner
-
-    from mmlinear.utils.runner_setup import (config_scope, enable_amp, fix_dataloaders,
-                                             load_config, prepare_launcher, set_work_dir)
-
     cfg = load_config(args.config, args.cfg_options)
     config_scope(cfg)
     set_work_dir(cfg, args.work_dir, args.config)

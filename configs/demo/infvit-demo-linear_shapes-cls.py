@@ -13,7 +13,7 @@ model = dict(
         attn_type='linear',
         img_size=64,
         patch_size=8,
-        out_type='cls_token'),
+        out_type='avg_featmap'),
     neck=None,
     head=dict(
         type='LinearClsHead',
@@ -31,7 +31,7 @@ train_pipeline = [
 ]
 test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
 train_dataloader = dict(
-    batch_size=32,
+    batch_size=64,
     num_workers=2,
     persistent_workers=True,
     sampler=dict(type='DefaultSampler', shuffle=True),
@@ -51,7 +51,7 @@ test_evaluator = val_evaluator
 
 # InfSA needs gradient clipping and a warm-up to train stably (InfViT spec 10b).
 optim_wrapper = dict(
-    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05),
+    optimizer=dict(type='AdamW', lr=2e-3, weight_decay=0.05),
     paramwise_cfg=dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
@@ -61,16 +61,16 @@ optim_wrapper = dict(
             '.pos_embed': dict(decay_mult=0.0)
         }),
     clip_grad=dict(max_norm=1.0))
-max_epochs = 12
+max_epochs = 20
+# One cycle: 10% warm-up to the peak, then cosine annealing.
 param_scheduler = [
-    dict(type='LinearLR', start_factor=0.01, by_epoch=True, end=1, convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=True, begin=1, end=max_epochs,
-         convert_to_iter_based=True),
+    dict(type='OneCycleLR', eta_max=2e-3, pct_start=0.1, by_epoch=True, begin=0,
+         end=max_epochs, convert_to_iter_based=True),
 ]
-train_cfg = dict(by_epoch=True, max_epochs=max_epochs, val_interval=4)
+train_cfg = dict(by_epoch=True, max_epochs=max_epochs, val_interval=10)
 val_cfg = dict()
 test_cfg = dict()
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=20),
-    checkpoint=dict(type='CheckpointHook', interval=4, max_keep_ckpts=2))
+    checkpoint=dict(type='CheckpointHook', interval=10, max_keep_ckpts=2))
 randomness = dict(seed=0)

@@ -33,8 +33,8 @@ model = dict(
         mask_head=dict(
             in_channels=channels, conv_out_channels=channels, num_classes=len(classes))),
     train_cfg=dict(
-        rpn_proposal=dict(nms_pre=1000, max_per_img=300),
-        rcnn=dict(sampler=dict(num=128))),
+        rpn_proposal=dict(nms_pre=1000, max_per_img=200),
+        rcnn=dict(sampler=dict(num=64))),
     test_cfg=dict(rpn=dict(nms_pre=300, max_per_img=100), rcnn=dict(max_per_img=20)))
 
 train_pipeline = [
@@ -74,11 +74,11 @@ test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val.json')
 test_evaluator = val_evaluator
 
-max_epochs = 12
+max_epochs = 14
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=100),
-    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[9, 11],
+    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[11, 13],
          gamma=0.1)
 ]
 optim_wrapper = dict(

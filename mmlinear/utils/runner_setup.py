@@ -3,6 +3,7 @@
 One pair of tools serves mmpretrain, mmdet and mmseg; the config's ``default_scope`` decides
 which toolbox's runner set-up applies.
 """
+import argparse
 import os
 import os.path as osp
 import subprocess
@@ -10,9 +11,29 @@ from typing import Optional
 
 import torch
 import torch.distributed as dist
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
 
 SCOPES = ('mmpretrain', 'mmdet', 'mmseg')
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every mmlinear tool shares: work dir, config overrides, launcher."""
+    parser.add_argument('--work-dir', help='where logs (and checkpoints) go')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override config settings, e.g. train_cfg.max_epochs=1')
+    parser.add_argument(
+        '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+        help='job launcher')
+    # torch.distributed.launch passes --local-rank (older: --local_rank); torchrun sets env vars.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def parse_tool_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parse the arguments and expose ``--local-rank`` as ``LOCAL_RANK``, as torchrun does."""
+    args = parser.parse_args()
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
 
 
 def load_config(path: str, cfg_options: Optional[dict] = None) -> Config:

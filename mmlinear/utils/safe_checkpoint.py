@@ -9,10 +9,14 @@ hold (checked with ``torch.serialization.get_unsafe_globals_in_checkpoint``):
 - ``mmengine.logging.history_buffer.HistoryBuffer``;
 - numpy's array and scalar reconstruction helpers, ``ndarray``, ``dtype`` and the concrete dtype
   classes;
-- ``builtins.getattr``, which the pickle uses to restore the buffers' table of statistic
-  methods (``getattr(HistoryBuffer, 'min')``). A general ``getattr`` would allow a classic
-  sandbox escape through ``__class__`` / ``__subclasses__``, so it is replaced by a getattr that
-  only returns public methods of HistoryBuffer.
+- ``mmengine.optim.scheduler.param_scheduler.OneCycleParamScheduler``, whose saved state holds
+  its annealing function;
+- ``builtins.getattr``, which the pickle uses to restore those functions:
+  ``getattr(HistoryBuffer, 'min')`` for the buffers' table of statistic methods and
+  ``getattr(OneCycleParamScheduler, '_annealing_cos')``. A general ``getattr`` would allow a
+  classic sandbox escape through ``__class__`` / ``__subclasses__``, so it is replaced by a
+  getattr that only returns the public methods of HistoryBuffer and the two annealing functions
+  of OneCycleParamScheduler.
 
 Anything else in a checkpoint is still refused by torch's weights-only unpickler.
 """
@@ -22,11 +26,13 @@ from typing import Any, Callable, List, Tuple, Union
 import numpy as np
 import torch
 from mmengine.logging.history_buffer import HistoryBuffer
+from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
 
 _registered = False
+_ONE_CYCLE_ANNEALING = ('_annealing_cos', '_annealing_linear')
 
 
-def history_buffer_getattr(obj: Any, name: str) -> Any:
+def checkpoint_getattr(obj: Any, name: str) -> Any:
     """Restricted ``getattr`` used in place of ``builtins.getattr`` while unpickling.
 
     Args:
@@ -34,19 +40,24 @@ def history_buffer_getattr(obj: Any, name: str) -> Any:
         name (str): The attribute name.
 
     Returns:
-        The public method ``obj.name`` where ``obj`` is :class:`HistoryBuffer` or an instance.
+        A public method of :class:`HistoryBuffer` (class or instance), or an annealing function
+        of :class:`OneCycleParamScheduler`.
 
     Raises:
         pickle.UnpicklingError: For any other object or attribute.
     """
-    is_history_buffer = obj is HistoryBuffer or isinstance(obj, HistoryBuffer)
-    if (is_history_buffer and isinstance(name, str)
-            and not name.startswith('_')
-            and callable(getattr(HistoryBuffer, name, None))):
-        return getattr(obj, name)
+    if isinstance(name, str):
+        is_history_buffer = obj is HistoryBuffer or isinstance(obj, HistoryBuffer)
+        if (is_history_buffer and not name.startswith('_')
+                and callable(getattr(HistoryBuffer, name, None))):
+            return getattr(obj, name)
+        is_one_cycle = obj is OneCycleParamScheduler or isinstance(obj, OneCycleParamScheduler)
+        if is_one_cycle and name in _ONE_CYCLE_ANNEALING:
+            return getattr(obj, name)
     raise pickle.UnpicklingError(
         f'refusing getattr({obj!r:.60}, {name!r:.60}) in a checkpoint: only the public '
-        'methods of mmengine HistoryBuffer may be restored')
+        'methods of mmengine HistoryBuffer and the annealing functions of '
+        'OneCycleParamScheduler may be restored')
 
 
 def _numpy_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
@@ -71,8 +82,9 @@ def register_safe_checkpoint_globals() -> None:
     if _registered:
         return
     torch.serialization.add_safe_globals(
-        [HistoryBuffer, (history_buffer_getattr, 'builtins.getattr')] + _numpy_globals())
+        [HistoryBuffer, OneCycleParamScheduler, (checkpoint_getattr, 'builtins.getattr')]
+        + _numpy_globals())
     _registered = True
 
 
-__all__ = ['history_buffer_getattr', 'register_safe_checkpoint_globals']
+__all__ = ['checkpoint_getattr', 'register_safe_checkpoint_globals']

@@ -28,8 +28,7 @@ def test_generation_is_deterministic_and_formats_are_valid(tiny_data, tmp_path):
     assert digest(tiny_data) == digest(str(again))
     assert sorted(os.listdir(osp.join(tiny_data, 'cls', 'train'))) == [
         'circle', 'square', 'triangle']
-    assert sorted(os.listdir(osp.join(tiny_data, 'relation', 'val'))) == [
-        'red_left', 'red_right']
+    assert sorted(os.listdir(osp.join(tiny_data, 'relation', 'val'))) == ['different', 'same']
     with open(osp.join(tiny_data, 'coco', 'annotations', 'instances_train.json')) as f:
         coco = json.load(f)
     assert [c['name'] for c in coco['categories']] == ['circle', 'square', 'triangle']

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 from mmengine.logging import HistoryBuffer
+from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
 
 import mmlinear  # noqa: F401  (registers the allowlist)
-from mmlinear.utils import history_buffer_getattr
+from mmlinear.utils import checkpoint_getattr
 
 
 def mmengine_like_checkpoint():
@@ -61,8 +62,11 @@ def test_malicious_checkpoint_is_refused(tmp_path):
 
 
 def test_restricted_getattr():
-    assert history_buffer_getattr(HistoryBuffer, 'mean') is HistoryBuffer.mean
+    assert checkpoint_getattr(HistoryBuffer, 'mean') is HistoryBuffer.mean
+    assert checkpoint_getattr(OneCycleParamScheduler,
+                                  '_annealing_cos') is OneCycleParamScheduler._annealing_cos
     for obj, name in ((HistoryBuffer, '__init__'), (HistoryBuffer, '_log_history'), (os, 'system'),
-                      ('', '__class__')):
+                      ('', '__class__'), (OneCycleParamScheduler, '__init__'),
+                      (OneCycleParamScheduler, 'step')):
         with pytest.raises(Exception, match='refusing getattr'):
-            history_buffer_getattr(obj, name)
+            checkpoint_getattr(obj, name)

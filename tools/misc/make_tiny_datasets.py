@@ -2,14 +2,16 @@
 
 Four sets under ``--out`` (default ``data/shapes``):
 
-- ``cls/{train,val}/<class>/*.png``: 64x64 images of one circle, square or triangle with random
-  colours, size, rotation and position (ImageNet-style class folders for mmpretrain's
+- ``cls/{train,val}/<class>/*.png``: 64x64 images of one upright circle, square or triangle
+  with random colours, size and position (ImageNet-style class folders for mmpretrain's
   CustomDataset).
-- ``relation/{train,val}/{red_left,red_right}/*.png``: a red and a blue disc of independent
-  random sizes plus grey distractors; the label says which disc is further left. No single
-  patch holds the answer, so a model without token mixing stays at chance.
+- ``relation/{train,val}/{same,different}/*.png``: two discs, over a patch apart, plus small
+  grey distractors; the label says whether the discs have the same colour (6 colours). Each
+  disc's colour and position are distributed alike in both classes, and no sum of per-patch
+  features can tell (g(c1) + g(c2) > t for all equal pairs and < t for all unequal pairs is
+  impossible with 3 or more colours), so a model without token mixing stays near chance.
 - ``coco/{images/{train,val},annotations/instances_{train,val}.json}``: 128x128 images with
-  one to three shapes, COCO instance segmentation with polygons (mmdet CocoDataset).
+  one to three randomly rotated shapes, COCO instance segmentation with polygons (mmdet CocoDataset).
 - ``ade/{images,annotations}/{training,validation}``: the same kind of scenes as .jpg images and
   .png label maps (0 background, 1 circle, 2 square, 3 triangle; mmseg BaseSegDataset).
 
@@ -28,7 +30,11 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 CLASSES = ('circle', 'square', 'triangle')
-RELATION_CLASSES = ('red_left', 'red_right')
+# Rotation that stands a shape upright: squares axis-aligned, triangles pointing up.
+UPRIGHT = {'circle': 0., 'square': math.pi / 4, 'triangle': -math.pi / 2}
+RELATION_CLASSES = ('same', 'different')
+RELATION_PALETTE = ((230, 40, 40), (40, 200, 60), (50, 90, 240), (240, 220, 40), (220, 60, 220),
+                    (40, 220, 230))
 STAMP = '.complete.json'
 
 
@@ -69,23 +75,23 @@ def bright_colour(rng: np.random.RandomState) -> Tuple[int, int, int]:
 
 
 def make_classification(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
-    """One shape per 64x64 image; class folders."""
+    """One upright shape per 64x64 image; class folders."""
     size = 64
     for c in CLASSES:
         os.makedirs(osp.join(root, split, c), exist_ok=True)
     for i in range(count):
         kind = CLASSES[i % len(CLASSES)]
         img = noisy_background(rng, size)
-        radius = rng.uniform(9, 22)
+        radius = rng.uniform(14, 26)
         cx, cy = rng.uniform(radius, size - radius, size=2)
         ImageDraw.Draw(img).polygon(
-            shape_polygon(kind, cx, cy, radius, rng.uniform(0, 2 * math.pi)),
+            shape_polygon(kind, cx, cy, radius, UPRIGHT[kind]),
             fill=bright_colour(rng))
         img.save(osp.join(root, split, kind, f'{i:05d}.png'))
 
 
 def make_relation(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
-    """A red and a blue disc; the label is whether red is further left."""
+    """Two discs apart; the label is whether they have the same colour."""
     size = 64
     for c in RELATION_CLASSES:
         os.makedirs(osp.join(root, split, c), exist_ok=True)
@@ -94,21 +100,23 @@ def make_relation(root: str, split: str, count: int, rng: np.random.RandomState)
         img = noisy_background(rng, size)
         draw = ImageDraw.Draw(img)
         for _ in range(rng.randint(0, 3)):
-            r = rng.uniform(3, 7)
+            r = rng.uniform(2, 4)
             gx, gy = rng.uniform(r, size - r, size=2)
             grey = int(rng.randint(110, 200))
             draw.polygon(shape_polygon('square', gx, gy, r, rng.uniform(0, 6.3)), fill=(grey, ) * 3)
-        # Independent radii: the pooled sum of per-patch features cannot encode the order.
-        max_radius = 12
+        # Every disc's colour and position have the same distribution in both classes: only
+        # the pair decides the label.
+        first = int(rng.randint(len(RELATION_PALETTE)))
+        second = first if RELATION_CLASSES[label] == 'same' else int(
+            (first + rng.randint(1, len(RELATION_PALETTE))) % len(RELATION_PALETTE))
+        radii = rng.uniform(3, 6, size=2)
         while True:
-            left, right = sorted(rng.uniform(max_radius, size - max_radius, size=2))
-            if right - left >= 6:
+            centres = rng.uniform(6, size - 6, size=(2, 2))
+            # More than a patch (8 px) between the edges: no patch sees both discs.
+            if np.hypot(*(centres[0] - centres[1])) > radii.sum() + 10:
                 break
-        red_x, blue_x = (left, right) if label == 0 else (right, left)
-        for x, colour in ((red_x, (230, 40, 40)), (blue_x, (40, 80, 230))):
-            r = rng.uniform(4, max_radius)
-            y = rng.uniform(r, size - r)
-            draw.polygon(shape_polygon('circle', x, y, r, 0.), fill=colour)
+        for (x, y), r, colour in zip(centres, radii, (first, second)):
+            draw.polygon(shape_polygon('circle', x, y, r, 0.), fill=RELATION_PALETTE[colour])
         img.save(osp.join(root, split, RELATION_CLASSES[label], f'{i:05d}.png'))
 
 
@@ -201,7 +209,7 @@ def main() -> None:
     args = parse_args()
     if args.scale <= 0:
         raise SystemExit(f'--scale must be positive, got {args.scale}')
-    settings = dict(seed=args.seed, scale=args.scale, version=1)
+    settings = dict(seed=args.seed, scale=args.scale, version=6)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):
         with open(stamp) as f:

@@ -28,14 +28,27 @@ class Demo(NamedTuple):
 
 DEMOS = [
     Demo('classification (mmpretrain)', 'configs/demo/infvit-demo-linear_shapes-cls.py',
-         ['accuracy/top1'], 150),
+         ['accuracy/top1'], 80),
     Demo('instance segmentation (mmdet)',
          'configs/demo/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py',
          ['coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'coco/segm_mAP_50'], 240),
     Demo('semantic segmentation (mmseg)', 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py',
-         ['mIoU', 'mAcc', 'aAcc'], 120),
+         ['mIoU', 'mAcc', 'aAcc'], 105),
 ]
 PROGRESS_MARKERS = ('Epoch(', 'Iter(')
+
+
+def progress_summary(line: str) -> str:
+    """The position, ETA and loss of an mmengine progress line (empty for other lines)."""
+    starts = [line.find(m) for m in PROGRESS_MARKERS if m in line]
+    if not starts:
+        return ''
+    fields = line[min(starts):].split()
+    keep = [fields[0] + ' ' + fields[1]] if len(fields) > 1 else fields[:1]
+    for key in ('eta:', 'loss:', 'accuracy/top1:', 'coco/bbox_mAP:', 'coco/segm_mAP:', 'mIoU:'):
+        if key in fields[:-1]:
+            keep.append(f'{key} {fields[fields.index(key) + 1]}')
+    return '  '.join(keep)
 
 
 def run_logged(cmd: List[str], log_path: str, show_progress: bool) -> None:
@@ -45,8 +58,10 @@ def run_logged(cmd: List[str], log_path: str, show_progress: bool) -> None:
             cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout:
             log.write(line)
-            if show_progress and any(marker in line for marker in PROGRESS_MARKERS):
-                print('    ' + line.rstrip()[-150:], flush=True)
+            if show_progress:
+                progress = progress_summary(line)
+                if progress:
+                    print('    ' + progress, flush=True)
         if proc.wait() != 0:
             raise SystemExit(f'command failed ({proc.returncode}): {" ".join(cmd)}\n'
                              f'see {log_path}')

@@ -23,8 +23,9 @@ class InfSAAttention(nn.Module):
     - ``'none'``: no token mixing (the attention branch outputs zeros); an ablation control.
 
     Separate q/k/v/out projections keep timm / torchvision / mmpretrain ViT weights loadable
-    (the official converter splits a packed in-projection the same way). rho is learnable and
-    receives gradients (the released module's ``.item()`` bug is not reproduced).
+    (the official converter splits a packed in-projection the same way). rho exists for the
+    InfSA types only; it is learnable and receives gradients (the released module's
+    ``.item()`` bug is not reproduced).
 
     Args:
         embed_dims (int): Token width C.
@@ -69,13 +70,17 @@ class InfSAAttention(nn.Module):
         self.tie_qk = tie_qk
         self.eps = eps
 
+        self.attn_drop = attn_drop
+        if attn_type == 'none':
+            # The control mixes nothing, so it holds no (unused, DDP-breaking) parameters.
+            return
         self.q_proj = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         self.k_proj = None if tie_qk else nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         self.v_proj = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         self.out_proj = nn.Linear(embed_dims, embed_dims)
-        self.attn_drop = attn_drop
         self.proj_drop = nn.Dropout(proj_drop)
-
+        if attn_type == 'softmax':
+            return
         logit = torch.full((num_heads if rho_mode == 'per_head' else 1, ),
                            math.log(rho_init / (1. - rho_init)))
         if rho_mode == 'fixed':
@@ -85,7 +90,9 @@ class InfSAAttention(nn.Module):
 
     @property
     def rho(self) -> Tensor:
-        """Tensor: the decay, (H,) for 'per_head', else (1,)."""
+        """Tensor: the InfSA decay, (H,) for 'per_head', else (1,)."""
+        if self.attn_type not in ('pure', 'linear'):
+            raise ValueError(f'{self.attn_type!r} attention has no rho; only pure and linear do')
         return torch.sigmoid(self.rho_logit)
 
     def _split_heads(self, x: Tensor) -> Tensor:

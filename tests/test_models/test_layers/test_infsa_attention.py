@@ -52,6 +52,14 @@ def test_fixed_rho_is_a_buffer():
     torch.testing.assert_close(layer.rho, torch.tensor([0.5]))
 
 
+def test_only_infsa_types_hold_rho():
+    """Parameters that a type never uses would break DDP (unused-parameter error)."""
+    assert not hasattr(make('softmax'), 'rho_logit')
+    assert sum(p.numel() for p in make('none').parameters()) == 0
+    with pytest.raises(ValueError, match='no rho'):
+        make('softmax').rho
+
+
 def test_tie_qk_removes_one_projection():
     untied = sum(p.numel() for p in make('linear').parameters())
     tied = sum(p.numel() for p in make('linear', tie_qk=True).parameters())

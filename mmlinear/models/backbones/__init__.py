@@ -1,3 +1,4 @@
 from .inf_vit import InfViT
+from .weightformer import WeightFormer
 
-__all__ = ['InfViT']
+__all__ = ['InfViT', 'WeightFormer']

@@ -1,0 +1,151 @@
+"""Dynamic depthwise convolution with Spatially Adaptive Prediction (WeightFormer)."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from mmengine.model.weight_init import trunc_normal_
+from torch import Tensor, nn
+
+from .dynamic_linear import check_tokens
+
+
+def tokens_to_map(x: Tensor, hw_shape: Tuple[int, int]) -> Tensor:
+    """(B, N, C) row-major tokens -> (B, C, H, W) feature map."""
+    B, _, C = x.shape
+    return x.transpose(1, 2).reshape(B, C, *hw_shape)
+
+
+def per_sample_depthwise_conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
+                                padding: int = 0) -> Tensor:
+    """Depthwise convolution (cross-correlation, stride 1) with a kernel per sample.
+
+    The pure-PyTorch reference: the batch is folded into the channels and one grouped
+    convolution with groups = B * C runs every (sample, channel) kernel, as the reference code.
+
+    Args:
+        x (Tensor): (B, C, H, W).
+        weight (Tensor): (B, C, k, k), the kernels of each sample.
+        bias (Tensor, optional): (C, ) shared by the samples, or (B, C).
+        padding (int): Zero padding on every side. Defaults to 0.
+
+    Returns:
+        Tensor: (B, C, H + 2 * padding - k + 1, W + 2 * padding - k + 1).
+    """
+    B, C, H, W = x.shape
+    if weight.dim() != 4 or weight.shape[:2] != (B, C) or weight.shape[2] != weight.shape[3]:
+        raise ValueError(f'weight must have shape (B, C, k, k) = ({B}, {C}, k, k), got '
+                         f'{tuple(weight.shape)}')
+    if bias is not None:
+        bias = (bias.repeat(B) if bias.dim() == 1 else bias).reshape(B * C)
+    out = F.conv2d(
+        x.reshape(1, B * C, H, W),
+        weight.reshape(B * C, 1, *weight.shape[2:]),
+        bias,
+        padding=padding,
+        groups=B * C)
+    return out.reshape(B, C, *out.shape[2:])
+
+
+class DynamicDWConv(nn.Module):
+    """A k x k depthwise convolution whose kernels are predicted per sample.
+
+    The official ``DynCnn`` ("Spatially Adaptive Prediction"). The map is average-pooled to
+    k x k (``adaptive_avg_pool2d``: the bins overlap when a side is not a multiple of k, e.g.
+    rows [0, 5), [4, 10), [9, 14) for 14); two 1 x 1 convolutions (C -> C with bias, GELU,
+    C -> C without bias) then mix the channels at each pooled position separately, so the
+    kernel tap (u, v) of a channel is predicted from the pooled region (u, v)::
+
+        dK = wfm(pool_k(X))                  # (B, C, k, k)
+        dK_hat = dK / (||dK||_F + 1)         # per (sample, channel): norm < 1
+        Y = dwconv(X, W0 + dK_hat, b, padding=k // 2)
+
+    The convolution costs k^2 N C MACs (as a static one) plus 2 k^2 C^2 for the predictor,
+    whatever N. Parameter names are those of the released checkpoints: ``w`` (C, 1, k, k),
+    ``b`` (C, ), ``wfm.0`` and ``wfm.2`` (no bias).
+
+    With a ``padding_mask`` (off by default: the reference behaviour) the kernels are
+    predicted from the valid region only, taken as the top-left rectangle that holds the
+    valid tokens (mmdet / mmseg pad at the bottom and right), and the padded tokens enter
+    the convolution as zeros, so the valid outputs are those of the unpadded image.
+
+    Args:
+        embed_dims (int): Channels C.
+        kernel_size (int): Odd kernel side k, also the pooled size. Defaults to 3.
+    """
+
+    def __init__(self, embed_dims: int, kernel_size: int = 3) -> None:
+        super().__init__()
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f'kernel_size must be a positive odd integer, got {kernel_size}')
+        self.embed_dims = embed_dims
+        self.kernel_size = kernel_size
+        self.w = nn.Parameter(torch.empty(embed_dims, 1, kernel_size, kernel_size))
+        self.b = nn.Parameter(torch.empty(embed_dims))
+        self.wfm = nn.Sequential(
+            nn.Conv2d(embed_dims, embed_dims, kernel_size=1),
+            nn.GELU(),
+            nn.Conv2d(embed_dims, embed_dims, kernel_size=1, bias=False))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The reference initialisation: ``w`` and ``b`` truncated normal (std 0.02); the
+        predictor's convolutions keep the PyTorch default."""
+        trunc_normal_(self.w, std=.02)
+        trunc_normal_(self.b, std=.02)
+        for module in self.wfm:
+            if isinstance(module, nn.Conv2d):
+                module.reset_parameters()
+
+    def _pool(self, x_map: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+        k = self.kernel_size
+        if padding_mask is None:
+            return F.adaptive_avg_pool2d(x_map, k)
+        valid = ~padding_mask.reshape(x_map.shape[0], *x_map.shape[2:])
+        heights = valid.any(dim=2).sum(dim=1).clamp(min=1).tolist()
+        widths = valid.any(dim=1).sum(dim=1).clamp(min=1).tolist()
+        return torch.stack([
+            F.adaptive_avg_pool2d(sample[:, :h, :w], k)
+            for sample, h, w in zip(x_map, heights, widths)
+        ])
+
+    def predict_delta(self,
+                      x: Tensor,
+                      hw_shape: Tuple[int, int],
+                      padding_mask: Optional[Tensor] = None) -> Tensor:
+        """The normalised per-sample kernel change dK_hat.
+
+        Args:
+            x (Tensor): (B, N, C) row-major tokens.
+            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
+            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+
+        Returns:
+            Tensor: (B, C, k, k).
+        """
+        check_tokens(x, hw_shape, padding_mask)
+        delta = self.wfm(self._pool(tokens_to_map(x, hw_shape), padding_mask))
+        norm = delta.flatten(2).norm(dim=-1)[..., None, None]
+        return delta / (norm + 1.)
+
+    def forward(self,
+                x: Tensor,
+                hw_shape: Tuple[int, int],
+                padding_mask: Optional[Tensor] = None) -> Tensor:
+        """Args:
+            x (Tensor): (B, N, C) row-major tokens.
+            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
+            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+
+        Returns:
+            Tensor: (B, N, C).
+        """
+        if padding_mask is not None:
+            check_tokens(x, hw_shape, padding_mask)
+            x = x.masked_fill(padding_mask[..., None], 0)
+        kernels = self.predict_delta(x, hw_shape, padding_mask) + self.w.squeeze(1)
+        out = per_sample_depthwise_conv2d(
+            tokens_to_map(x, hw_shape), kernels, self.b, padding=self.kernel_size // 2)
+        return out.flatten(2).transpose(1, 2)
+
+    def extra_repr(self) -> str:
+        return f'embed_dims={self.embed_dims}, kernel_size={self.kernel_size}'

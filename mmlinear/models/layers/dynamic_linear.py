@@ -1,0 +1,164 @@
+"""Dynamic linear layer with Bilateral Activation (WeightFormer; He, Han and Huang, 2026)."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from mmengine.model.weight_init import trunc_normal_
+from torch import Tensor, nn
+
+
+def check_tokens(x: Tensor, hw_shape: Tuple[int, int], padding_mask: Optional[Tensor]) -> None:
+    """Raise a ValueError unless ``x`` is (B, H * W, C) and the mask (B, H * W) bool."""
+    H, W = hw_shape
+    if x.dim() != 3 or x.shape[1] != H * W:
+        raise ValueError(f'expected tokens of shape (B, H * W, C) with hw_shape {(H, W)}, got '
+                         f'{tuple(x.shape)}')
+    if padding_mask is not None and (padding_mask.shape != x.shape[:2]
+                                     or padding_mask.dtype != torch.bool):
+        raise ValueError(f'padding_mask must be a bool tensor of shape (B, N) = '
+                         f'{tuple(x.shape[:2])}, got {padding_mask.dtype} '
+                         f'{tuple(padding_mask.shape)}')
+
+
+def pool_tokens_2x2(x: Tensor,
+                    hw_shape: Tuple[int, int],
+                    padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
+    """Average row-major tokens over non-overlapping 2 x 2 blocks of their grid.
+
+    As ``nn.AvgPool2d(2)`` in the reference, an odd last row / column is dropped, so
+    M = floor(H / 2) * floor(W / 2); a grid with a side of 1 gives M = 0 (no block).
+
+    Args:
+        x (Tensor): (B, N, C) tokens, N = H * W.
+        hw_shape (tuple[int, int]): The token grid (H, W).
+        padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+
+    Returns:
+        tuple: pooled tokens (B, M, C), and, with a mask, (B, M) bool that is True for the
+        blocks made only of valid tokens (None without a mask).
+    """
+    B, N, C = x.shape
+    H, W = hw_shape
+    if H < 2 or W < 2:
+        empty_valid = None if padding_mask is None else padding_mask.new_zeros(B, 0)
+        return x.new_zeros(B, 0, C), empty_valid
+    pooled = F.avg_pool2d(x.transpose(1, 2).reshape(B, C, H, W), 2)
+    pooled = pooled.flatten(2).transpose(1, 2)
+    if padding_mask is None:
+        return pooled, None
+    valid = (~padding_mask).to(x.dtype).reshape(B, 1, H, W)
+    # The mean of four 0/1 values is exactly 1 only when all four tokens are valid.
+    block_valid = F.avg_pool2d(valid, 2).flatten(1) == 1
+    return pooled, block_valid
+
+
+class DynamicLinear(nn.Module):
+    """A linear layer whose weight is predicted per sample from the whole token grid.
+
+    The official ``DynLinear`` ("Bilateral Activation"); the code, not the paper's
+    pseudo-code, is followed. With P the 2 x 2-pooled tokens (M of them) and N the token
+    count::
+
+        [A | G] = P Wp + bp          # fused predictor ``wfm``: C_in -> C_in / r + C_out / r
+        U = SiLU(A) W1,  V = SiLU(G) W4       # a SiLU on each side: "bilateral"
+        dW = U^T V * C_in^(-1/2) / N          # (C_in, C_out), a sum of M outer products
+        dW_hat[:, j] = dW[:, j] / (||dW[:, j]||_2 + 1)
+        y = x (W0 + dW_hat) + b
+
+    Note the divisor is the full N, not M, and every column of ``dW_hat`` has norm < 1.
+    The cost is linear in N: 6.375 N C^2 MACs for C_out = 4 C (a static layer: 4 N C^2).
+
+    Parameter names and layouts are those of the released checkpoints: ``w`` (W0) is stored
+    (in, out), the transpose of ``nn.Linear.weight``; ``b`` is the bias; ``wfm`` is the fused
+    predictor (an ``nn.Linear`` with bias); ``w1`` (W1) is (in / r, in) and ``w2`` (W4) is
+    (out / r, out).
+
+    On odd grids the last row / column is left out of the pooling while /N keeps every
+    token, as the reference (its ``AvgPool2d(2)`` floors); a grid with a side of 1 has no
+    2 x 2 block and gives dW = 0. With a ``padding_mask`` (off by default, which is the
+    reference behaviour) only blocks of four valid tokens are summed and the divisor is the
+    number of valid tokens, so a padded image whose valid region is the top-left corner gets
+    the weight of the unpadded image.
+
+    Args:
+        in_features (int): Input width C_in, divisible by ``rank_ratio``.
+        out_features (int, optional): Output width C_out, divisible by ``rank_ratio``.
+            Defaults to ``in_features``.
+        rank_ratio (int): r, the reduction of both predictor factors. Defaults to 4.
+    """
+
+    def __init__(self,
+                 in_features: int,
+                 out_features: Optional[int] = None,
+                 rank_ratio: int = 4) -> None:
+        super().__init__()
+        out_features = out_features or in_features
+        if in_features % rank_ratio or out_features % rank_ratio:
+            raise ValueError(f'in_features ({in_features}) and out_features ({out_features}) '
+                             f'must be divisible by rank_ratio ({rank_ratio})')
+        self.in_features = in_features
+        self.out_features = out_features
+        self.rank_ratio = rank_ratio
+        self.scale = in_features**-0.5
+        self.split_sizes = (in_features // rank_ratio, out_features // rank_ratio)
+        self.w = nn.Parameter(torch.empty(in_features, out_features))
+        self.b = nn.Parameter(torch.empty(out_features))
+        self.wfm = nn.Linear(in_features, sum(self.split_sizes))
+        self.w1 = nn.Parameter(torch.empty(self.split_sizes[0], in_features))
+        self.w2 = nn.Parameter(torch.empty(self.split_sizes[1], out_features))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The reference initialisation: every tensor truncated normal (std 0.02), the bias
+        ``b`` included; the predictor's bias zero (the model-level ViT init sets it)."""
+        for param in (self.w, self.b, self.w1, self.w2, self.wfm.weight):
+            trunc_normal_(param, std=.02)
+        nn.init.zeros_(self.wfm.bias)
+
+    def predict_delta(self,
+                      x: Tensor,
+                      hw_shape: Tuple[int, int],
+                      padding_mask: Optional[Tensor] = None) -> Tensor:
+        """The normalised per-sample weight change dW_hat.
+
+        Args:
+            x (Tensor): (B, N, C_in) row-major tokens.
+            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
+            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+
+        Returns:
+            Tensor: (B, C_in, C_out).
+        """
+        B, N, _ = x.shape
+        check_tokens(x, hw_shape, padding_mask)
+        pooled, block_valid = pool_tokens_2x2(x, hw_shape, padding_mask)
+        a, g = self.wfm(pooled).split(self.split_sizes, dim=-1)
+        u = F.silu(a) @ self.w1
+        v = F.silu(g) @ self.w2
+        if padding_mask is None:
+            delta = u.transpose(-2, -1) @ v * self.scale / N
+        else:
+            v = v * block_valid[..., None].to(v.dtype)
+            num_valid = (~padding_mask).sum(1).clamp(min=1).to(v.dtype)
+            delta = u.transpose(-2, -1) @ v * self.scale / num_valid[:, None, None]
+        return delta / (delta.norm(dim=-2, keepdim=True) + 1.)
+
+    def forward(self,
+                x: Tensor,
+                hw_shape: Tuple[int, int],
+                padding_mask: Optional[Tensor] = None) -> Tensor:
+        """Args:
+            x (Tensor): (B, N, C_in) row-major tokens.
+            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
+            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+
+        Returns:
+            Tensor: (B, N, C_out).
+        """
+        weight = self.predict_delta(x, hw_shape, padding_mask) + self.w
+        return x @ weight + self.b
+
+    def extra_repr(self) -> str:
+        return (f'in_features={self.in_features}, out_features={self.out_features}, '
+                f'rank_ratio={self.rank_ratio}')
+

@@ -21,6 +21,17 @@ def test_configs_exist():
         assert f'infvit/mask-rcnn_infvit-4l-{variant}_fpn_1x_coco.py' in names
         assert f'infvit/upernet_infvit-4l-{variant}_8xb2-160k_ade20k-512x512.py' in names
     assert sum(n.startswith('demo/') for n in names) >= 3
+    for arch in ('t', 's', 'b'):
+        assert any(n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k.py')
+                   or n.startswith(f'weightformer/weightformer-{arch}_')
+                   and n.endswith('_in1k-448px.py') for n in names), arch
+    for arch in ('t', 's'):
+        assert f'weightformer/mask-rcnn_weightformer-{arch}_fpn_1x_coco.py' in names
+        assert f'weightformer/upernet_weightformer-{arch}_8xb2-160k_ade20k-512x512.py' in names
+    for name in ('weightformer-demo_shapes-cls.py',
+                 'mask-rcnn_weightformer-demo_fpn_shapes-coco.py',
+                 'upernet_weightformer-demo_shapes-ade.py'):
+        assert f'demo/{name}' in names
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: osp.relpath(p, REPO_ROOT))
@@ -31,9 +42,36 @@ def test_config_builds_model(path):
     init_default_scope(scope)
     model = MODELS.build(cfg.model)
     backbone = model.backbone
+    if 'weightformer' in osp.basename(path):
+        check_weightformer(path, cfg, backbone)
+        return
     assert type(backbone).__name__ == 'InfViT'
     expected = 'linear'
     for variant in ('pure', 'softmax'):
         if f'-{variant}_' in osp.basename(path):
             expected = variant
     assert backbone.attn_type == expected
+
+
+def check_weightformer(path, cfg, backbone):
+    """WeightFormer configs: the backbone class, its arch, and the reference weight-decay
+    groups (spec 9.5 / 13.5: no decay on 1-D parameters such as the dynamic `.b`)."""
+    from mmlinear.models import WeightFormer
+    assert type(backbone).__name__ == 'WeightFormer'
+    name = osp.basename(path)
+    arch = cfg.model.backbone.arch
+    if name.startswith(('weightformer-demo', 'mask-rcnn_weightformer-demo',
+                        'upernet_weightformer-demo')):
+        assert isinstance(arch, dict)
+        assert backbone.arch_settings == dict(arch)
+    else:
+        variant = name.split('weightformer-')[1][0]
+        assert arch == variant
+        assert backbone.arch_settings == WeightFormer.arch_zoo[variant]
+    paramwise = cfg.optim_wrapper.paramwise_cfg
+    assert paramwise.get('flat_decay_mult') == 0.0
+    assert paramwise.get('norm_decay_mult') == 0.0
+    assert paramwise.get('bias_decay_mult') == 0.0
+    # No custom key may match every parameter by accident (e.g. '.b' in 'backbone.blocks').
+    for key in paramwise.get('custom_keys', {}):
+        assert key not in 'backbone.blocks.0.linear1.weight', key

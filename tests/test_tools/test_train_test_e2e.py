@@ -157,3 +157,72 @@ def test_upstream_train_script_runs_our_config(toolbox, task, tiny_data, tmp_pat
     config = {'det': det_config, 'seg': seg_config}[task](tmp_path, tiny_data)
     run([script, config, '--work-dir', str(tmp_path / 'work')], cwd=str(tmp_path))
     assert osp.exists(last_checkpoint(str(tmp_path / 'work')))
+
+
+WFM_TINY = "dict(embed_dims=32, num_layers=2, feedforward_channels=128)"  # block 1 is dynamic
+
+
+def wfm_config(tmp_path, data, task):
+    """The WeightFormer demo config of ``task`` with a 2-block, 32-wide backbone."""
+    if task == 'cls':
+        return write_config(tmp_path, 'wfm_cls.py', f'''
+            _base_ = ['{DEMO}/weightformer-demo_shapes-cls.py']
+            model = dict(backbone=dict(arch={WFM_TINY}), head=dict(in_channels=32))
+            train_dataloader = dict(batch_size=16, num_workers=0, persistent_workers=False,
+                                    dataset=dict(data_root='{data}/cls'))
+            val_dataloader = dict(num_workers=0, persistent_workers=False,
+                                  dataset=dict(data_root='{data}/cls'))
+            test_dataloader = val_dataloader
+            train_cfg = dict(max_epochs=2, val_interval=1)
+            default_hooks = dict(checkpoint=dict(interval=1, max_keep_ckpts=3))
+        ''')
+    if task == 'det':
+        return write_config(tmp_path, 'wfm_det.py', f'''
+            _base_ = ['{DEMO}/mask-rcnn_weightformer-demo_fpn_shapes-coco.py']
+            model = dict(backbone=dict(arch={WFM_TINY}), neck=dict(in_channels=32),
+                         test_cfg=dict(rcnn=dict(score_thr=0.0)))
+            root = '{data}/coco/'
+            train_dataloader = dict(num_workers=0, persistent_workers=False,
+                                    dataset=dict(data_root=root))
+            val_dataloader = dict(num_workers=0, persistent_workers=False,
+                                  dataset=dict(data_root=root))
+            test_dataloader = val_dataloader
+            val_evaluator = dict(ann_file=root + 'annotations/instances_val.json')
+            test_evaluator = val_evaluator
+            train_cfg = dict(max_epochs=1, val_interval=1)
+            default_hooks = dict(checkpoint=dict(interval=1))
+        ''')
+    return write_config(tmp_path, 'wfm_seg.py', f'''
+        _base_ = ['{DEMO}/upernet_weightformer-demo_shapes-ade.py']
+        model = dict(backbone=dict(arch={WFM_TINY}), neck=dict(in_channels=32),
+                     decode_head=dict(in_channels=[8, 16, 32, 32]),
+                     auxiliary_head=dict(in_channels=32))
+        train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+                                dataset=dict(data_root='{data}/ade'))
+        val_dataloader = dict(num_workers=0, persistent_workers=False,
+                              dataset=dict(data_root='{data}/ade'))
+        test_dataloader = val_dataloader
+        train_cfg = dict(max_iters=4, val_interval=4)
+        default_hooks = dict(checkpoint=dict(interval=4))
+    ''')
+
+
+@pytest.mark.parametrize('task', ['cls', 'det', 'seg'])
+def test_weightformer_train_then_test(task, tiny_data, tmp_path):
+    config = wfm_config(tmp_path, tiny_data, task)
+    work_dir = str(tmp_path / 'work')
+    run(['tools/train.py', config, '--work-dir', work_dir])
+    checkpoint = last_checkpoint(work_dir)
+    out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
+    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'),
+         '--out', out])
+    metrics = read_test_metrics(str(tmp_path / 'test'))
+    expected = {'cls': ['accuracy/top1'], 'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
+                'seg': ['mIoU', 'aAcc']}[task]
+    for key in expected:
+        assert key in metrics and metrics[key] >= 0
+    assert osp.isdir(out) and os.listdir(out) if task == 'seg' else osp.getsize(out) > 0
+    # The trained weights are WeightFormer's (the dynamic block 1 included).
+    import torch
+    state = torch.load(checkpoint, map_location='cpu', weights_only=False)['state_dict']
+    assert 'backbone.blocks.1.linear1.w1' in state and 'backbone.blocks.1.dwc.b' in state

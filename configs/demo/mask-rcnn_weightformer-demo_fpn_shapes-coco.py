@@ -1,0 +1,19 @@
+# Demo: Mask R-CNN with a WeightFormer backbone on the bundled 128x128 COCO-format shapes:
+# the InfViT demo with a 5-block, 96-wide WeightFormer (16x16 patches, as the InfViT demo) and
+# the reference weight-decay groups (no decay on 1-D parameters, including the dynamic `.b`).
+# Generate the data first: python tools/misc/make_tiny_datasets.py
+_base_ = ['./mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py']
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmlinear.WeightFormer',
+        arch=dict(embed_dims=96, num_layers=5, feedforward_channels=384),
+        patch_size=16,
+        out_type='featmap',
+        out_indices=(-1, )),
+    neck=dict(in_channels=96))
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(
+        _delete_=True, norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))

@@ -1,0 +1,20 @@
+# Demo: UperNet with a WeightFormer backbone on the bundled 128x128 ADE-style shapes
+# (background, circle, square, triangle), evaluated by mIoU: the InfViT demo with a 5-block,
+# 96-wide WeightFormer and the reference weight-decay groups (no decay on 1-D parameters,
+# including the dynamic `.b`).
+# Generate the data first: python tools/misc/make_tiny_datasets.py
+_base_ = ['./upernet_infvit-demo-linear_shapes-ade.py']
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='mmlinear.WeightFormer',
+        arch=dict(embed_dims=96, num_layers=5, feedforward_channels=384),
+        patch_size=16,
+        out_type='featmap',
+        out_indices=(-1, )),
+    neck=dict(in_channels=96))
+
+optim_wrapper = dict(
+    paramwise_cfg=dict(
+        _delete_=True, norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))

@@ -1,0 +1,117 @@
+"""Convert a released WeightFormer checkpoint to an mmlinear checkpoint.
+
+The source is the reference (LeapLabTHU/WeightFormer) state dict, key layout of the spec
+section 2.5: a raw state dict saved with ``torch.save`` (``.pth`` / ``.pt`` / ``.bin``,
+possibly wrapped under ``'model'`` or ``'state_dict'`` as the reference training script and
+other tools save it) or a Hugging Face ``.safetensors`` file. The backbone keys get the
+``backbone.`` prefix and the classifier ``head.weight`` / ``head.bias`` become
+``head.fc.weight`` / ``head.fc.bias`` (mmpretrain ``LinearClsHead``).
+
+Usage:
+    python tools/model_converters/weightformer2mmlinear.py SRC DST
+"""
+import argparse
+import os
+import os.path as osp
+import re
+import sys
+from collections import OrderedDict
+from typing import Dict
+
+import torch
+
+TORCH_EXTS = ('.pth', '.pt', '.bin', '.ckpt')
+HEAD_MAP = {'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias'}
+
+
+def load_source(path: str) -> Dict[str, torch.Tensor]:
+    """Read the released state dict from ``path`` (.pth-like or .safetensors)."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'source checkpoint not found: {path}')
+    ext = osp.splitext(path)[1].lower()
+    if ext == '.safetensors':
+        try:
+            from safetensors.torch import load_file
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError('reading .safetensors needs the safetensors package '
+                              '(pip install safetensors)') from e
+        state = load_file(path, device='cpu')
+    elif ext in TORCH_EXTS:
+        state = torch.load(path, map_location='cpu', weights_only=True)
+        for wrapper in ('model', 'state_dict'):
+            if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
+                state = state[wrapper]
+                break
+    else:
+        raise ValueError(f'unknown checkpoint extension {ext!r} of {path}; expected '
+                         f'.safetensors or one of {", ".join(TORCH_EXTS)}')
+    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+        raise ValueError(f'{path} does not hold a state dict of tensors')
+    # DataParallel / DDP saves
+    if state and all(k.startswith('module.') for k in state):
+        state = {k[len('module.'):]: v for k, v in state.items()}
+    return state
+
+
+def infer_arch(state: Dict[str, torch.Tensor]) -> dict:
+    """The WeightFormer arch dict (embed_dims, num_layers, feedforward_channels)."""
+    try:
+        embed_dims = state['patch_embed.proj.weight'].shape[0]
+        num_layers = 1 + max(
+            int(m.group(1)) for m in (re.match(r'blocks\.(\d+)\.', k) for k in state) if m)
+        feedforward_channels = state['blocks.0.linear2.weight'].shape[1]
+    except (KeyError, ValueError) as e:
+        raise ValueError('the source is not in the WeightFormer key layout: cannot find '
+                         'patch_embed.proj.weight, blocks.{i}.* and blocks.0.linear2.weight'
+                         ) from e
+    return dict(embed_dims=embed_dims, num_layers=num_layers,
+                feedforward_channels=feedforward_channels)
+
+
+def check_layout(state: Dict[str, torch.Tensor]) -> dict:
+    """Check the backbone keys and shapes against an mmlinear WeightFormer of the same
+    size; raise ``ValueError`` listing missing / unexpected / mis-shaped keys."""
+    from mmlinear.models.backbones.weightformer import WeightFormer
+    arch = infer_arch(state)
+    reference = WeightFormer(arch=arch, init_cfg=None).state_dict()
+    backbone = {k: v for k, v in state.items() if k not in HEAD_MAP}
+    missing = sorted(set(reference) - set(backbone))
+    unexpected = sorted(set(backbone) - set(reference))
+    mismatched = sorted(f'{k}: {tuple(backbone[k].shape)} vs {tuple(reference[k].shape)}'
+                        for k in set(reference) & set(backbone)
+                        if backbone[k].shape != reference[k].shape)
+    if missing or unexpected or mismatched:
+        raise ValueError(
+            f'the source keys do not match the WeightFormer layout (arch {arch}):\n'
+            f'  missing keys: {missing}\n  unexpected keys: {unexpected}\n'
+            f'  shape mismatches: {mismatched}')
+    return arch
+
+
+def convert(state: Dict[str, torch.Tensor]) -> 'OrderedDict[str, torch.Tensor]':
+    """Map released keys to mmlinear ones (``backbone.*``, ``head.fc.*``)."""
+    check_layout(state)
+    out = OrderedDict()
+    for key, value in state.items():
+        out[HEAD_MAP.get(key, f'backbone.{key}')] = value.contiguous()
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description='Convert a released WeightFormer checkpoint to mmlinear.')
+    parser.add_argument('src', help='released checkpoint (.pth / .safetensors)')
+    parser.add_argument('dst', help='output mmlinear checkpoint (.pth)')
+    args = parser.parse_args(argv)
+    try:
+        state = convert(load_source(args.src))
+    except (FileNotFoundError, ValueError, ImportError) as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(1)
+    os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)
+    torch.save({'state_dict': state}, args.dst)
+    print(f'converted {len(state)} tensors: {args.src} -> {args.dst}')
+
+
+if __name__ == '__main__':
+    main()

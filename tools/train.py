@@ -14,9 +14,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.utils.runner_setup import (add_common_arguments, config_scope, enable_amp,
-                                         fix_dataloaders, load_config, parse_tool_args,
-                                         prepare_launcher, set_work_dir)
+from mmlinear.utils.runner_setup import (add_common_arguments, close_launcher, config_scope,
+                                         enable_amp, fix_dataloaders, load_config,
+                                         parse_tool_args, prepare_launcher, set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:
@@ -61,6 +61,7 @@ def main() -> None:
 
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     runner.train()
+    close_launcher()
 
 
 if __name__ == '__main__':

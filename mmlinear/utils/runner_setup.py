@@ -152,3 +152,15 @@ def prepare_launcher(cfg: Config, launcher: str) -> None:
     wrapper.setdefault('type', 'MMDistributedDataParallel')
     wrapper['device_ids'] = None
     cfg.model_wrapper_cfg = wrapper
+
+
+def close_launcher() -> None:
+    """Shut the process group down cleanly before the interpreter exits.
+
+    A gloo group left to the interpreter's exit can abort a rank ("terminate called without
+    an active exception") while its peer is still closing its connections; a barrier then an
+    explicit destroy lets every rank leave together.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

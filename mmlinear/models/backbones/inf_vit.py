@@ -9,8 +9,8 @@ from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
-from ..utils import (check_choice, normalize_indices, resize_pos_embed,
-                     token_padding_mask)
+from ..utils import (check_choice, freeze_modules, normalize_indices, resize_pos_embed,
+                     resolve_arch, token_padding_mask)
 
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap', 'raw')
 
@@ -91,7 +91,7 @@ class InfViT(BaseModule):
                  init_cfg: Optional[Union[dict, List[dict]]] = dict(
                      type='TruncNormal', layer='Linear', std=.02, bias=0.)) -> None:
         super().__init__(init_cfg=init_cfg)
-        self.arch_settings = self._resolve_arch(arch)
+        self.arch_settings = resolve_arch(arch, self.arch_zoo, ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'))
         check_choice('attn_type', attn_type, ATTN_TYPES)
         check_choice('rho_mode', rho_mode, RHO_MODES)
         check_choice('out_type', out_type, OUT_TYPES)
@@ -137,17 +137,6 @@ class InfViT(BaseModule):
         self._register_load_state_dict_pre_hook(self._prepare_pos_embed)
         self._freeze_stages()
 
-    @classmethod
-    def _resolve_arch(cls, arch: Union[str, dict]) -> Dict[str, int]:
-        if isinstance(arch, str):
-            check_choice('arch', arch.lower(), cls.arch_zoo)
-            return dict(cls.arch_zoo[arch.lower()])
-        required = {'embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'}
-        if not isinstance(arch, dict) or set(arch) != required:
-            raise ValueError(f'a custom arch must be a dict with exactly the keys '
-                             f'{sorted(required)}, got {arch!r}')
-        return dict(arch)
-
     def init_weights(self) -> None:
         """Initialise the layers from ``init_cfg``, then the CLS token and position table."""
         super().init_weights()
@@ -178,10 +167,7 @@ class InfViT(BaseModule):
         frozen += list(self.layers[:self.frozen_stages])
         if self.frozen_stages == self.num_layers:
             frozen.append(self.ln1)
-        for module in frozen:
-            module.eval()
-            for param in module.parameters():
-                param.requires_grad = False
+        freeze_modules(frozen)
 
     def train(self, mode: bool = True) -> 'InfViT':
         """Set the training mode, keeping frozen stages in eval mode."""

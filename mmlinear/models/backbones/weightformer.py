@@ -11,7 +11,8 @@ from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
 from ..layers import DynamicDWConv, DynamicLinear, PatchEmbed, tokens_to_map
-from ..utils import check_choice, normalize_indices, token_padding_mask
+from ..utils import (check_choice, freeze_modules, normalize_indices, resolve_arch,
+                     token_padding_mask)
 
 OUT_TYPES = ('featmap', 'avg_featmap')
 
@@ -156,7 +157,7 @@ class WeightFormer(BaseModule):
                  init_cfg: Optional[Union[dict, List[dict]]] = dict(
                      type='TruncNormal', layer='Linear', std=.02, bias=0.)) -> None:
         super().__init__(init_cfg=init_cfg)
-        self.arch_settings = self._resolve_arch(arch)
+        self.arch_settings = resolve_arch(arch, self.arch_zoo, ('embed_dims', 'num_layers', 'feedforward_channels'))
         check_choice('out_type', out_type, OUT_TYPES)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
@@ -187,17 +188,6 @@ class WeightFormer(BaseModule):
         (the reference tests ``(index + 2) % 3 == 0``)."""
         return index % 3 == 1
 
-    @classmethod
-    def _resolve_arch(cls, arch: Union[str, dict]) -> Dict[str, int]:
-        if isinstance(arch, str):
-            check_choice('arch', arch.lower(), cls.arch_zoo)
-            return dict(cls.arch_zoo[arch.lower()])
-        required = {'embed_dims', 'num_layers', 'feedforward_channels'}
-        if not isinstance(arch, dict) or set(arch) != required:
-            raise ValueError(f'a custom arch must be a dict with exactly the keys '
-                             f'{sorted(required)}, got {arch!r}')
-        return dict(arch)
-
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:
             return
@@ -205,10 +195,7 @@ class WeightFormer(BaseModule):
         frozen += list(self.blocks[:self.frozen_stages])
         if self.frozen_stages == self.num_layers:
             frozen.append(self.norm)
-        for module in frozen:
-            module.eval()
-            for param in module.parameters():
-                param.requires_grad = False
+        freeze_modules(frozen)
 
     def train(self, mode: bool = True) -> 'WeightFormer':
         """Set the training mode, keeping frozen stages in eval mode."""

@@ -1,5 +1,5 @@
 """Validation helpers that turn bad options into errors naming the allowed values."""
-from typing import Iterable, Sequence, Tuple, Union
+from typing import Dict, Iterable, Mapping, Sequence, Tuple, Union
 
 
 def check_choice(name: str, value: object, allowed: Iterable) -> None:
@@ -38,3 +38,28 @@ def normalize_indices(name: str, indices: Union[int, Sequence[int]], length: int
                              f'(the model has {length} layers), got {tuple(indices)}')
         result.append(index % length)
     return tuple(result)
+
+
+def resolve_arch(arch: Union[str, dict], arch_zoo: Mapping[str, dict],
+                 required: Iterable[str]) -> Dict[str, int]:
+    """Settings of a preset name (case-insensitive) or of a custom arch dict.
+
+    Args:
+        arch (str | dict): A key of ``arch_zoo`` or a dict with exactly the ``required`` keys.
+        arch_zoo (Mapping[str, dict]): The backbone's presets.
+        required (Iterable[str]): The keys a custom arch dict must have.
+
+    Returns:
+        dict: A copy of the settings.
+
+    Raises:
+        ValueError: Naming the presets, or the required keys of a custom dict.
+    """
+    if isinstance(arch, str):
+        check_choice('arch', arch.lower(), arch_zoo)
+        return dict(arch_zoo[arch.lower()])
+    required = set(required)
+    if not isinstance(arch, dict) or set(arch) != required:
+        raise ValueError(f'a custom arch must be a dict with exactly the keys '
+                         f'{sorted(required)}, got {arch!r}')
+    return dict(arch)

@@ -15,9 +15,10 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.utils.runner_setup import (add_common_arguments, close_launcher, config_scope,
-                                         fix_dataloaders, load_config, parse_tool_args,
-                                         prepare_launcher, set_work_dir)
+from mmlinear.utils.runner_setup import (add_common_arguments, check_dataset_paths,
+                                         close_launcher, config_scope, fix_dataloaders,
+                                         load_config, parse_tool_args, prepare_launcher,
+                                         set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:
@@ -72,6 +73,7 @@ def main() -> None:
     if args.show_dir:
         add_visualization(cfg, scope, args.show_dir)
     fix_dataloaders(cfg)
+    check_dataset_paths(cfg, ['test_dataloader'])
     prepare_launcher(cfg, args.launcher)
 
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)

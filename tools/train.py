@@ -14,9 +14,10 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.utils.runner_setup import (add_common_arguments, close_launcher, config_scope,
-                                         enable_amp, fix_dataloaders, load_config,
-                                         parse_tool_args, prepare_launcher, set_work_dir)
+from mmlinear.utils.runner_setup import (add_common_arguments, check_dataset_paths,
+                                         close_launcher, config_scope, enable_amp,
+                                         fix_dataloaders, load_config, parse_tool_args,
+                                         prepare_launcher, set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,6 +58,8 @@ def main() -> None:
             raise FileNotFoundError(f'--resume checkpoint not found: {args.resume}')
         cfg.resume, cfg.load_from = True, args.resume
     fix_dataloaders(cfg)
+    loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
+    check_dataset_paths(cfg, loaders)
     prepare_launcher(cfg, args.launcher)
 
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)

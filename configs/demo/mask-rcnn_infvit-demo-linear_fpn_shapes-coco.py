@@ -9,7 +9,12 @@ data_root = 'data/shapes/coco/'
 classes = ('circle', 'square', 'triangle')
 channels = 64
 model = dict(
-    data_preprocessor=dict(mean=[127.5] * 3, std=[127.5] * 3, pad_size_divisor=32),
+    # mmdet's preprocessor, also handing each batch's padding mask to the backbone.
+    data_preprocessor=dict(
+        type='mmlinear.PaddingMaskDetDataPreprocessor',
+        mean=[127.5] * 3,
+        std=[127.5] * 3,
+        pad_size_divisor=32),
     backbone=dict(
         _delete_=True,
         type='mmlinear.InfViT',

@@ -14,7 +14,12 @@ crop_size = (128, 128)
 # One process: plain BN (mmengine would also revert SyncBN outside distributed runs).
 norm_cfg = dict(type='BN', requires_grad=True)
 model = dict(
-    data_preprocessor=dict(size=crop_size, mean=[127.5] * 3, std=[127.5] * 3),
+    # mmseg's preprocessor, also handing each batch's padding mask to the backbone.
+    data_preprocessor=dict(
+        type='mmlinear.PaddingMaskSegDataPreprocessor',
+        size=crop_size,
+        mean=[127.5] * 3,
+        std=[127.5] * 3),
     pretrained=None,
     backbone=dict(
         _delete_=True,

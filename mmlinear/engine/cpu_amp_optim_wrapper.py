@@ -7,6 +7,7 @@ from mmengine.runner.amp import autocast
 from torch import nn
 
 from mmlinear.registry import OPTIM_WRAPPERS
+from .mmcv_cpu_autocast import run_mmcv_ops_in_float32_under_cpu_autocast
 
 
 @OPTIM_WRAPPERS.register_module()
@@ -15,8 +16,13 @@ class CPUAmpOptimWrapper(OptimWrapper):
 
     mmengine's ``AmpOptimWrapper`` refuses to start without an accelerator. bfloat16 keeps
     float32's exponent range, so no loss scaling is needed; the InfSA normalisations still
-    run in float32 (they disable autocast locally).
+    run in float32 (they disable autocast locally), and so do mmcv's detection ops, whose CPU
+    kernels take no bfloat16 (see :func:`run_mmcv_ops_in_float32_under_cpu_autocast`).
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        run_mmcv_ops_in_float32_under_cpu_autocast()
 
     @contextmanager
     def optim_context(self, model: nn.Module):

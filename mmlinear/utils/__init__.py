@@ -1,7 +1,8 @@
 from .config_scope import register_config_scope
-from .safe_checkpoint import (checkpoint_getattr,
+from .safe_checkpoint import (checkpoint_getattr, load_checkpoint_file,
                               register_safe_checkpoint_globals)
 
 __all__ = [
-    'register_config_scope', 'register_safe_checkpoint_globals', 'checkpoint_getattr'
+    'checkpoint_getattr', 'load_checkpoint_file', 'register_config_scope',
+    'register_safe_checkpoint_globals'
 ]

@@ -7,7 +7,7 @@ import argparse
 import os
 import os.path as osp
 import subprocess
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -91,6 +91,49 @@ def fix_dataloaders(cfg: Config) -> None:
             loader.setdefault('collate_fn', dict(type='default_collate'))
         if loader.get('num_workers', 0) == 0:
             loader['persistent_workers'] = False
+
+
+def _dataset_paths(dataset: dict, key: str) -> List[Tuple[str, str]]:
+    """(config key, local path) of every file or folder a dataset config names, through
+    dataset wrappers (``dataset`` / ``datasets``)."""
+    if 'dataset' in dataset:
+        return _dataset_paths(dataset['dataset'], f'{key}.dataset')
+    if 'datasets' in dataset:
+        return [p for i, d in enumerate(dataset['datasets'])
+                for p in _dataset_paths(d, f'{key}.datasets[{i}]')]
+    root = dataset.get('data_root') or ''
+    paths = [(f'{key}.data_root', root)] if root else []
+    if dataset.get('ann_file'):
+        paths.append((f'{key}.ann_file', osp.join(root, dataset['ann_file'])))
+    prefix = dataset.get('data_prefix')
+    prefixes = prefix.items() if isinstance(prefix, dict) else [('', prefix)] if prefix else []
+    for name, value in prefixes:
+        if value:
+            paths.append((f'{key}.data_prefix' + (f'.{name}' if name else ''),
+                          osp.join(root, value)))
+    return [(k, p) for k, p in paths if '://' not in p]
+
+
+def check_dataset_paths(cfg: Config, loaders: Sequence[str]) -> None:
+    """Fail before anything is built if a dataloader's data is missing.
+
+    Args:
+        cfg (Config): The run's config.
+        loaders (Sequence[str]): The dataloaders the run uses, e.g. ('train_dataloader',
+            'val_dataloader').
+
+    Raises:
+        FileNotFoundError: Naming every missing path with its config key.
+    """
+    missing = [(key, path) for name in loaders if cfg.get(name)
+               for key, path in _dataset_paths(cfg[name].get('dataset', {}), name + '.dataset')
+               if not osp.exists(path)]
+    if missing:
+        listing = '\n'.join(f'  {key}: {path}' for key, path in missing)
+        raise FileNotFoundError(
+            f'the config points at data that does not exist:\n{listing}\n'
+            'Fix the paths (e.g. --cfg-options <key>=<path>); the demo configs read the '
+            'bundled data, written by `python tools/misc/make_tiny_datasets.py` (or `make data`).')
 
 
 def enable_amp(cfg: Config) -> None:

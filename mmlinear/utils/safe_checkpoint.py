@@ -18,15 +18,22 @@ hold (checked with ``torch.serialization.get_unsafe_globals_in_checkpoint``):
   getattr that only returns the public methods of HistoryBuffer and the two annealing functions
   of OneCycleParamScheduler.
 
-Anything else in a checkpoint is still refused by torch's weights-only unpickler.
+Anything else in a checkpoint is still refused by torch's weights-only unpickler. Local files
+are read through :func:`load_checkpoint_file`, which mmengine's ``CheckpointLoader`` uses for
+plain paths (``--resume``, ``load_from``, ``init_cfg=dict(type='Pretrained')``,
+``tools/test.py``) and the converters call: its refusal names the file and what it holds,
+instead of torch's advice to switch ``weights_only`` off.
 """
+import os.path as osp
 import pickle
-from typing import Any, Callable, List, Tuple, Union
+import re
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
+from mmengine.runner.checkpoint import CheckpointLoader
 
 _registered = False
 _ONE_CYCLE_ANNEALING = ('_annealing_cos', '_annealing_linear')
@@ -76,15 +83,46 @@ def _numpy_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
     return safe
 
 
+def load_checkpoint_file(filename: str, map_location: Optional[Any] = None) -> Any:
+    """Load a local checkpoint with ``torch.load(weights_only=True)``.
+
+    Args:
+        filename (str): Path of the file (``~`` is expanded).
+        map_location: As for :func:`torch.load`.
+
+    Returns:
+        The unpickled checkpoint (tensors, containers and the allowlisted mmengine types).
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        pickle.UnpicklingError: If the file holds anything else; nothing of it has run.
+    """
+    filename = osp.expanduser(filename)
+    if not osp.isfile(filename):
+        raise FileNotFoundError(f'checkpoint not found: {filename}')
+    try:
+        return torch.load(filename, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r'Unsupported global: GLOBAL (\S+)', str(error))
+        what = f'the global {found.group(1)}' if found else str(error).splitlines()[-1]
+        raise pickle.UnpicklingError(
+            f'refusing to load checkpoint {filename}: it holds {what}, which a checkpoint '
+            'may not contain (mmlinear loads with torch.load(weights_only=True) and allows '
+            'tensors, containers and the types of mmengine checkpoints only). Do not load '
+            'this file unless you trust where it came from.') from None
+
+
 def register_safe_checkpoint_globals() -> None:
-    """Allowlist the globals of mmengine checkpoints for weights-only loading (idempotent)."""
+    """Allowlist the globals of mmengine checkpoints for weights-only loading and read local
+    files through :func:`load_checkpoint_file` in mmengine (idempotent)."""
     global _registered
     if _registered:
         return
     torch.serialization.add_safe_globals(
         [HistoryBuffer, OneCycleParamScheduler, (checkpoint_getattr, 'builtins.getattr')]
         + _numpy_globals())
+    CheckpointLoader.register_scheme(prefixes='', loader=load_checkpoint_file, force=True)
     _registered = True
 
 
-__all__ = ['checkpoint_getattr', 'register_safe_checkpoint_globals']
+__all__ = ['checkpoint_getattr', 'load_checkpoint_file', 'register_safe_checkpoint_globals']

@@ -20,6 +20,8 @@ from typing import Dict
 
 import torch
 
+from mmlinear.utils import load_checkpoint_file
+
 TORCH_EXTS = ('.pth', '.pt', '.bin', '.ckpt')
 HEAD_MAP = {'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias'}
 
@@ -37,7 +39,7 @@ def load_source(path: str) -> Dict[str, torch.Tensor]:
                               '(pip install safetensors)') from e
         state = load_file(path, device='cpu')
     elif ext in TORCH_EXTS:
-        state = torch.load(path, map_location='cpu', weights_only=True)
+        state = load_checkpoint_file(path, map_location='cpu')
         for wrapper in ('model', 'state_dict'):
             if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
                 state = state[wrapper]

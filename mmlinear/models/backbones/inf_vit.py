@@ -9,8 +9,9 @@ from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
-from ..utils import (check_choice, freeze_modules, normalize_indices, resize_pos_embed,
-                     resolve_arch, token_padding_mask)
+from ..utils import (check_choice, freeze_modules, normalize_indices,
+                     pos_embed_for_valid_regions, resize_pos_embed, resolve_arch,
+                     resolve_padding_mask, token_padding_mask, valid_token_grids)
 
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap', 'raw')
 
@@ -177,28 +178,39 @@ class InfViT(BaseModule):
 
     def _embed(self, x: Tensor,
                padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tuple[int, int], Optional[Tensor]]:
-        """Patch-embed, prepend the CLS token, add positions; derive the token mask."""
+        """Patch-embed, prepend the CLS token, add positions; derive the token mask.
+
+        With a padding mask the positions are those of each image's valid region (see
+        :func:`pos_embed_for_valid_regions`), so padding a batch further leaves an image's
+        tokens unchanged.
+        """
         B = x.shape[0]
+        padding_mask = resolve_padding_mask(x, padding_mask)
         tokens, hw_shape = self.patch_embed(x)
         cls_token = self.cls_token.expand(B, -1, -1)
         tokens = torch.cat([cls_token, tokens], dim=1)
-        tokens = tokens + resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
-                                           self.interpolate_mode, self.num_extra_tokens)
-        key_padding_mask = None
-        if padding_mask is not None:
-            if padding_mask.shape != (B, *x.shape[-2:]):
-                raise ValueError(f'padding_mask must have shape (B, H, W) = '
-                                 f'{(B, *x.shape[-2:])}, got {tuple(padding_mask.shape)}')
-            patch_mask = token_padding_mask(padding_mask.bool(), self.patch_size)
+        if padding_mask is None:
+            key_padding_mask = None
+            pos_embed = resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
+                                         self.interpolate_mode, self.num_extra_tokens)
+        else:
+            patch_mask = token_padding_mask(padding_mask, self.patch_size)
             key_padding_mask = torch.cat([patch_mask.new_zeros(B, 1), patch_mask], dim=1)
-        return self.drop_after_pos(tokens), hw_shape, key_padding_mask
+            pos_embed = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution,
+                                                    valid_token_grids(patch_mask, hw_shape),
+                                                    hw_shape, self.interpolate_mode,
+                                                    self.num_extra_tokens)
+        return self.drop_after_pos(tokens + pos_embed), hw_shape, key_padding_mask
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
         """Args:
             x (Tensor): (B, in_channels, H, W) images, any H, W >= patch_size.
-            padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels. Patches made
+            padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels, with the
+                valid region in the top-left corner (as mmdet / mmseg pad); by default the
+                mask attached to ``x`` by the mmlinear data preprocessors, if any. Patches made
                 only of padding are then excluded from the attention normalisations, the keys
-                and 'avg_featmap' pooling. Without it the reference behaviour is kept.
+                and 'avg_featmap' pooling, and positions follow each image's valid region.
+                Without it the reference behaviour is kept.
 
         Returns:
             tuple[Tensor, ...]: One entry per ``out_indices``, shaped by ``out_type``:

@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from mmlinear.registry import MODELS
 from ..layers import DynamicDWConv, DynamicLinear, PatchEmbed, tokens_to_map
 from ..utils import (check_choice, freeze_modules, normalize_indices, resolve_arch,
-                     token_padding_mask)
+                     resolve_padding_mask, token_padding_mask)
 
 OUT_TYPES = ('featmap', 'avg_featmap')
 
@@ -207,8 +207,9 @@ class WeightFormer(BaseModule):
         """Args:
             x (Tensor): (B, in_channels, H, W) images, any H, W >= patch_size.
             padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels, with the
-                valid region in the top-left corner (as mmdet / mmseg pad). Patches made only
-                of padding then take no part in the dynamic layers' pooled statistics, enter
+                valid region in the top-left corner (as mmdet / mmseg pad); by default the
+                mask attached to ``x`` by the mmlinear data preprocessors, if any. Patches
+                made only of padding then take no part in the dynamic layers' pooled statistics, enter
                 the depthwise convolutions as zeros and are left out of 'avg_featmap'.
                 Without it (the default) the reference behaviour is kept.
 
@@ -216,15 +217,12 @@ class WeightFormer(BaseModule):
             tuple[Tensor, ...]: One entry per ``out_indices``: (B, C, ceil(H / p),
             ceil(W / p)) for 'featmap', (B, C) for 'avg_featmap'.
         """
-        B = x.shape[0]
         tokens, hw_shape = self.patch_embed(x)
         tokens = self.init_norm(tokens)
+        padding_mask = resolve_padding_mask(x, padding_mask)
         token_mask = None
         if padding_mask is not None:
-            if padding_mask.shape != (B, *x.shape[-2:]):
-                raise ValueError(f'padding_mask must have shape (B, H, W) = '
-                                 f'{(B, *x.shape[-2:])}, got {tuple(padding_mask.shape)}')
-            token_mask = token_padding_mask(padding_mask.bool(), self.patch_size)
+            token_mask = token_padding_mask(padding_mask, self.patch_size)
 
         outs = []
         for i, block in enumerate(self.blocks):

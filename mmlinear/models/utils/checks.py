@@ -18,26 +18,32 @@ def check_choice(name: str, value: object, allowed: Iterable) -> None:
 def normalize_indices(name: str, indices: Union[int, Sequence[int]], length: int) -> Tuple[int, ...]:
     """Turn (possibly negative) layer indices into sorted non-negative ones.
 
+    Backbones return their outputs in layer order, so the result is sorted; a layer named
+    twice (say 1 and -1 of a 2-layer model) is an error rather than one output fewer.
+
     Args:
         name (str): The option name for the error message (``'out_indices'``).
         indices (int | Sequence[int]): Indices in ``[-length, length)``.
         length (int): Number of layers.
 
     Returns:
-        tuple[int, ...]: Indices in ``[0, length)``, in the given order.
+        tuple[int, ...]: Distinct indices in ``[0, length)``, ascending.
 
     Raises:
-        ValueError: If an index is out of range or not an integer.
+        ValueError: If an index is out of range, not an integer, or repeats a layer.
     """
     if isinstance(indices, int):
         indices = (indices, )
     result = []
     for index in indices:
-        if not isinstance(index, int) or not -length <= index < length:
+        if (isinstance(index, bool) or not isinstance(index, int)
+                or not -length <= index < length):
             raise ValueError(f'{name} must hold integers in [{-length}, {length - 1}] '
                              f'(the model has {length} layers), got {tuple(indices)}')
+        if index % length in result:
+            raise ValueError(f'{name} names layer {index % length} twice: {tuple(indices)}')
         result.append(index % length)
-    return tuple(result)
+    return tuple(sorted(result))
 
 
 def resolve_arch(arch: Union[str, dict], arch_zoo: Mapping[str, dict],

@@ -1,5 +1,5 @@
 """Token-level padding masks for batches that mmdet / mmseg pad."""
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -41,3 +41,58 @@ def token_padding_mask(pixel_mask: Tensor, patch_size: int) -> Tensor:
     valid = (~pixel_mask).float().unsqueeze(1)
     valid = F.max_pool2d(valid, patch_size, patch_size, ceil_mode=True)
     return (valid == 0).flatten(1)
+
+
+def valid_token_grids(token_mask: Tensor, hw_shape: Tuple[int, int]) -> List[Tuple[int, int]]:
+    """The (h, w) extent of each image's valid token region (top-left, as mmdet / mmseg pad).
+
+    Args:
+        token_mask (Tensor): (B, H * W) bool, True on padded tokens.
+        hw_shape (tuple[int, int]): The token grid (H, W).
+
+    Returns:
+        list[tuple[int, int]]: One (h, w) per image.
+    """
+    valid = ~token_mask.view(-1, *hw_shape)
+    rows = valid.any(dim=2).sum(dim=1).tolist()
+    cols = valid.any(dim=1).sum(dim=1).tolist()
+    return list(zip(rows, cols))
+
+
+def attach_padding_mask(inputs: Tensor, img_shapes: Sequence[Tuple[int, int]]) -> Tensor:
+    """Attach the pixel padding mask of a padded batch to the batch tensor itself.
+
+    mmdet and mmseg detectors / segmentors call ``backbone(inputs)`` with the tensor only; a
+    mask carried by that very tensor object reaches the backbone without changing their code,
+    and cannot be mistaken for another batch's (a new tensor carries no mask).
+
+    Args:
+        inputs (Tensor): (B, C, H, W) padded batch.
+        img_shapes (Sequence[tuple[int, int]]): (h, w) of each image's valid region.
+
+    Returns:
+        Tensor: ``inputs``, with ``inputs.padding_mask`` of shape (B, H, W).
+    """
+    inputs.padding_mask = pixel_padding_mask(img_shapes, tuple(inputs.shape[-2:]), inputs.device)
+    return inputs
+
+
+def resolve_padding_mask(x: Tensor, padding_mask: Optional[Tensor]) -> Optional[Tensor]:
+    """The padding mask a backbone should use: the argument, else the one attached to ``x``.
+
+    Args:
+        x (Tensor): (B, C, H, W) the backbone input.
+        padding_mask (Tensor, optional): (B, H, W), True on padded pixels.
+
+    Returns:
+        Tensor | None: (B, H, W) bool.
+    """
+    if padding_mask is None:
+        padding_mask = getattr(x, 'padding_mask', None)
+    if padding_mask is None:
+        return None
+    expected = (x.shape[0], *x.shape[-2:])
+    if tuple(padding_mask.shape) != expected:
+        raise ValueError(f'padding_mask must have shape (B, H, W) = {expected}, got '
+                         f'{tuple(padding_mask.shape)}')
+    return padding_mask.bool()

@@ -1,5 +1,5 @@
 """Resizing of learned absolute position embeddings to another patch grid."""
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -37,3 +37,39 @@ def resize_pos_embed(pos_embed: Tensor,
     grid = F.interpolate(grid, size=tuple(dst_shape), mode=mode, align_corners=align)
     grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
     return torch.cat([extra, grid], dim=1)
+
+
+def pos_embed_for_valid_regions(pos_embed: Tensor,
+                                src_shape: Tuple[int, int],
+                                valid_shapes: Sequence[Tuple[int, int]],
+                                canvas_shape: Tuple[int, int],
+                                mode: str = 'bicubic',
+                                num_extra_tokens: int = 1) -> Tensor:
+    """Per-image position embeddings for a padded batch: the table is interpolated to each
+    image's valid token region (top-left) and the padded tokens get zeros.
+
+    Interpolating to the padded grid instead would make an image's features depend on how
+    far its batch was padded.
+
+    Args:
+        pos_embed (Tensor): (1, num_extra_tokens + Hs * Ws, C).
+        src_shape (tuple[int, int]): (Hs, Ws), the grid the table was made for.
+        valid_shapes (Sequence[tuple[int, int]]): (h, w) valid token region of each image.
+        canvas_shape (tuple[int, int]): (H, W), the padded token grid.
+        mode (str): ``F.interpolate`` mode. Defaults to 'bicubic'.
+        num_extra_tokens (int): Leading non-grid tokens (the CLS token). Defaults to 1.
+
+    Returns:
+        Tensor: (B, num_extra_tokens + H * W, C).
+    """
+    H, W = canvas_shape
+    C = pos_embed.shape[-1]
+    canvas = pos_embed.new_zeros(len(valid_shapes), H, W, C)
+    for shape in set(valid_shapes):
+        h, w = shape
+        grid = resize_pos_embed(pos_embed, src_shape, shape, mode, num_extra_tokens)
+        grid = grid[0, num_extra_tokens:].reshape(h, w, C)
+        images = [i for i, s in enumerate(valid_shapes) if s == shape]
+        canvas[images, :h, :w] = grid
+    extra = pos_embed[:, :num_extra_tokens].expand(len(valid_shapes), -1, -1)
+    return torch.cat([extra, canvas.flatten(1, 2)], dim=1)

@@ -1,0 +1,77 @@
+"""The mmdet / mmseg data preprocessors of our configs hand each batch's padding to the backbone,
+so a detector's or segmentor's backbone features of an image do not depend on its batch."""
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+
+from conftest import REPO_ROOT
+
+DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
+CASES = {
+    'det': ('mmdet', 'mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py'),
+    'seg': ('mmseg', 'upernet_infvit-demo-linear_shapes-ade.py'),
+}
+
+
+def build_model(task):
+    scope, name = CASES[task]
+    cfg = Config.fromfile(osp.join(DEMO, name))
+    init_default_scope(scope)
+    registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
+    return registry.build(cfg.model).eval()
+
+
+def data_sample(task, shape):
+    if task == 'det':
+        from mmdet.structures import DetDataSample
+        sample = DetDataSample()
+    else:
+        from mmseg.structures import SegDataSample
+        from mmengine.structures import PixelData
+        sample = SegDataSample()
+        sample.gt_sem_seg = PixelData(data=torch.zeros(1, *shape, dtype=torch.long))
+    sample.set_metainfo(dict(img_shape=shape, ori_shape=shape))
+    return sample
+
+
+def images(*shapes):
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randint(0, 256, (3, *s), generator=generator, dtype=torch.uint8) for s in shapes]
+
+
+@pytest.mark.parametrize('task', sorted(CASES))
+def test_padding_mask_reaches_the_backbone(task):
+    torch.manual_seed(0)
+    model = build_model(task)
+    assert type(model.data_preprocessor).__name__ == ('PaddingMask' + task.capitalize() +
+                                                      'DataPreprocessor')
+    small, large = (64, 96), (100, 120)
+    pair = images(small, large)
+    data = model.data_preprocessor(
+        dict(inputs=pair, data_samples=[data_sample(task, small), data_sample(task, large)]),
+        training=(task == 'seg'))  # mmseg pads to the crop size only when training
+    inputs = data['inputs']
+    H, W = inputs.shape[-2:]
+    # mmdet pads to a multiple of 32 (100 x 120 -> 128 x 128); mmseg to the 128 x 128 crop.
+    assert (H, W) == (128, 128)
+    expected = torch.ones(2, H, W, dtype=torch.bool)
+    expected[0, :64, :96] = False
+    expected[1, :100, :120] = False
+    assert torch.equal(inputs.padding_mask, expected)
+
+    alone = model.data_preprocessor(
+        dict(inputs=pair[:1], data_samples=[data_sample(task, small)]), training=(task == 'seg'))
+    alone_inputs = alone['inputs'][..., :64, :96]  # mmseg pads the image alone to the crop too
+    with torch.no_grad():
+        in_batch = model.backbone(inputs)[-1][0, :, :4, :6]
+        by_itself = model.backbone(alone_inputs)[-1][0]
+    torch.testing.assert_close(in_batch, by_itself, atol=2e-5, rtol=1e-4)
+
+
+def test_batches_without_samples_pass_through():
+    model = build_model('det')
+    data = model.data_preprocessor(dict(inputs=images((64, 64))), training=False)
+    assert not hasattr(data['inputs'], 'padding_mask')

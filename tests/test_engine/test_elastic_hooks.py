@@ -1,6 +1,7 @@
 """ElasticCoreBudgetHook and MultiResolutionHook: the draws, their sharing across ranks, and
 their effect on a real training run."""
 import os
+import os.path as osp
 import socket
 from types import SimpleNamespace
 
@@ -9,9 +10,14 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from mmengine.config import Config
+from mmengine.hooks import Hook
+from mmengine.runner import Runner
 
+from conftest import REPO_ROOT
 from mmlinear.engine.hooks import (ElasticCoreBudgetHook, MultiResolutionHook, draw_shared,
                                    sampling_probabilities, shared_seed)
+from mmlinear.utils.runner_setup import fix_dataloaders
 
 
 def frequencies(values, choices):
@@ -113,3 +119,43 @@ def test_two_gloo_ranks_draw_the_same_budgets():
     mp.spawn(_rank_worker, args=(port, results), nprocs=2, join=True)
     assert results[0][0] == results[1][0] == 100  # rank 0's seed is shared
     assert results[0][1] == results[1][1]
+
+
+class ChunkUpdateRecorder(Hook):
+    """Records, per iteration, the budget on the student and which core chunks the step
+    changed (AdamW skips parameters without a gradient, so unused chunks stay bit-equal)."""
+
+    def __init__(self):
+        self.records = []
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        student = runner.model.student
+        self._before = [chunk.detach().clone() for chunk in student.query_token_chunks]
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        student = runner.model.student
+        changed = [not torch.equal(before, chunk)
+                   for before, chunk in zip(self._before, student.query_token_chunks)]
+        self.records.append((student.active_cores, changed))
+
+
+def test_budget_is_applied_to_the_student_in_a_training_run(tiny_data, tmp_path):
+    cfg = Config.fromfile(osp.join(REPO_ROOT, 'configs/demo/veca-demo_distill_shapes.py'))
+    cfg.model.student.arch = 'test'
+    cfg.train_dataloader.update(batch_size=4, num_workers=0, persistent_workers=False)
+    cfg.train_dataloader.dataset.data_root = f'{tiny_data}/cls'
+    cfg.train_cfg = dict(by_epoch=False, max_iters=6)
+    cfg.param_scheduler = []
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=100)
+    cfg.custom_hooks = [dict(type='mmlinear.ElasticCoreBudgetHook', seed=11)]
+    cfg.work_dir = str(tmp_path)
+    fix_dataloaders(cfg)
+    runner = Runner.from_cfg(cfg)
+    recorder = ChunkUpdateRecorder()
+    runner.register_hook(recorder, priority='LOW')
+    runner.train()
+    reference = ElasticCoreBudgetHook(seed=11)
+    assert [r[0] for r in recorder.records] == [reference.draw(i) for i in range(6)]
+    for cores, changed in recorder.records:
+        assert changed == [j < cores // 8 for j in range(8)], (cores, changed)
+    assert runner.model.student.active_cores == 64  # the evaluation budget after training

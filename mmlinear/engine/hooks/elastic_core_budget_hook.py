@@ -10,18 +10,13 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from torch import nn
 
+from mmlinear.models.layers import check_core_budget
 from mmlinear.registry import HOOKS
 from .shared_draw import draw_shared, sampling_probabilities, shared_seed
 
-REFERENCE_BUDGETS = (8, 16, 24, 32, 40, 48, 56, 64)
+MAX_CORES, CHUNK_SIZE = 64, 8  # the bank size and budget granularity of every VECA family
+REFERENCE_BUDGETS = tuple(range(CHUNK_SIZE, MAX_CORES + 1, CHUNK_SIZE))
 REFERENCE_WEIGHTS = (1, 1, 2, 2, 3, 3, 4, 4)
-
-
-def check_budget(name: str, budget: object) -> None:
-    """Raise a ValueError unless ``budget`` is a multiple of 8 in [8, 64]."""
-    if not isinstance(budget, int) or budget not in REFERENCE_BUDGETS:
-        raise ValueError(f'{name} must be a multiple of 8 in [8, 64] '
-                         f'(allowed: {REFERENCE_BUDGETS}), got {budget!r}')
 
 
 @HOOKS.register_module()
@@ -61,12 +56,11 @@ class ElasticCoreBudgetHook(Hook):
                  seed: Optional[int] = None) -> None:
         self.budgets = tuple(budgets)
         for budget in self.budgets:
-            check_budget('every budget', budget)
+            check_core_budget(budget, MAX_CORES, CHUNK_SIZE)
         if len(set(self.budgets)) != len(self.budgets):
             raise ValueError(f'budgets must not repeat, got {self.budgets}')
         self.probs = sampling_probabilities('budgets', self.budgets, weights)
-        check_budget('eval_cores', eval_cores)
-        self.eval_cores = eval_cores
+        self.eval_cores = check_core_budget(eval_cores, MAX_CORES, CHUNK_SIZE)
         self.seed = seed
         self._targets: List[nn.Module] = []
 
@@ -92,7 +86,7 @@ class ElasticCoreBudgetHook(Hook):
             raise ValueError(f'ElasticCoreBudgetHook found no module with an `active_cores` '
                              f'attribute (a VECA backbone) in {type(model).__name__}')
         self.seed = shared_seed(runner, self.seed)
-        if min(self.budgets) < 64 and \
+        if min(self.budgets) < MAX_CORES and \
                 getattr(runner.model, 'find_unused_parameters', True) is False:
             raise ValueError(
                 'core budgets below 64 leave parameters without gradients; set '

@@ -22,21 +22,20 @@ def strip_prefixes(key: str) -> str:
     return key
 
 
-def feature_width(module: nn.Module, role: str) -> int:
-    """The token width of a backbone: ``out_channels`` or ``embed_dims`` (mmlinear and
-    mmpretrain backbones), else the wrapped timm model's ``num_features``.
+def teacher_width(teacher: nn.Module) -> int:
+    """The token width of a teacher backbone: ``embed_dims`` (mmpretrain backbones), else the
+    wrapped timm model's ``num_features`` (``TIMMBackbone``).
 
     Raises:
-        ValueError: If none is found; the caller must then give the width explicitly.
+        ValueError: If neither is found; ``teacher_dims`` must then be given.
     """
-    for name in ('out_channels', 'embed_dims'):
-        if isinstance(getattr(module, name, None), int):
-            return getattr(module, name)
-    timm_model = getattr(module, 'timm_model', None)
+    if isinstance(getattr(teacher, 'embed_dims', None), int):
+        return teacher.embed_dims
+    timm_model = getattr(teacher, 'timm_model', None)
     if isinstance(getattr(timm_model, 'num_features', None), int):
         return timm_model.num_features
-    raise ValueError(f'cannot tell the token width of the {role} {type(module).__name__}; '
-                     f'give {role}_dims explicitly')
+    raise ValueError(f'cannot tell the token width of the teacher {type(teacher).__name__}; '
+                     f'give teacher_dims explicitly')
 
 
 def check_teacher_outputs(teacher: nn.Module) -> None:
@@ -124,7 +123,7 @@ class VECADistiller(BaseModel):
         self.teacher.eval()
         self.teacher_ckpt = teacher_ckpt
         self.teacher_num_register_tokens = teacher_num_register_tokens
-        teacher_dims = teacher_dims or feature_width(self.teacher, 'teacher')
+        teacher_dims = teacher_dims or teacher_width(self.teacher)
         # As the reference, the student's output projection maps to the teacher width
         # (Identity when they agree), so it lives in the student's state dict (`output_proj`).
         student = dict(student)
@@ -133,10 +132,10 @@ class VECADistiller(BaseModel):
         if not hasattr(self.student, 'forward_tokens'):
             raise TypeError(f'the student must be a VECA backbone with forward_tokens, got '
                             f'{type(self.student).__name__}')
-        if feature_width(self.student, 'student') != teacher_dims:
-            raise ValueError(f'the student outputs {feature_width(self.student, "student")} '
-                             f'channels but the teacher {teacher_dims}: set the student '
-                             f'out_channels to {teacher_dims}')
+        if self.student.out_channels != teacher_dims:
+            raise ValueError(f'the student outputs {self.student.out_channels} channels but '
+                             f'the teacher {teacher_dims}: set the student out_channels to '
+                             f'{teacher_dims}')
         self.loss_module = MODELS.build(loss)
 
     def train(self, mode: bool = True) -> 'VECADistiller':

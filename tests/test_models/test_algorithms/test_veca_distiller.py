@@ -21,10 +21,10 @@ def vit_teacher(**kwargs):
     return cfg
 
 
-def build(teacher=None, **kwargs):
+def build(teacher=None, student=STUDENT, **kwargs):
     init_default_scope('mmpretrain')  # as the runner does: nested builds must still resolve
     model = MODELS.build(
-        dict(type='mmlinear.VECADistiller', student=dict(STUDENT),
+        dict(type='mmlinear.VECADistiller', student=dict(student),
              teacher=teacher or vit_teacher(), **kwargs))
     model.init_weights()
     return model
@@ -136,3 +136,8 @@ def test_teacher_checkpoint_is_loaded_with_prefixes_stripped(tmp_path):
     torch.save(dict(state_dict=state), path)
     with pytest.raises(KeyError, match='lacks 1 teacher weights'):
         build(teacher_ckpt=path)
+
+
+def test_student_width_must_match_the_teacher():
+    with pytest.raises(ValueError, match='student outputs 32 channels but the teacher 48'):
+        build(student=dict(STUDENT, out_channels=32))

@@ -7,7 +7,7 @@ import os.path as osp
 import pytest
 import torch
 from mmengine.config import Config
-from mmengine.registry import MODELS, init_default_scope
+from mmengine.registry import HOOKS, MODELS, init_default_scope
 
 import mmlinear  # noqa: F401
 from conftest import REPO_ROOT
@@ -89,6 +89,8 @@ def test_config_builds_model(path):
 def check_distillation(path, cfg):
     hooks = [h.type for h in cfg.custom_hooks]
     assert 'mmlinear.ElasticCoreBudgetHook' in hooks
+    built = [HOOKS.build(h) for h in cfg.custom_hooks]
+    assert [type(h).__name__ for h in built] == [h.split('.')[1] for h in hooks]
     assert cfg.model_wrapper_cfg.find_unused_parameters is True
     assert cfg.val_cfg is None and cfg.test_cfg is None
     if 'demo' not in path:

@@ -5,6 +5,7 @@ Configs of every toolbox reference our modules as ``type='mmlinear.X'``; mmengin
 package, sub-modules are created directly in Python: an unprefixed registry build would be
 redirected to the runner's default scope (mmdet, mmseg or mmpretrain), which cannot see them.
 """
+from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
 from mmengine.registry import Registry
@@ -20,3 +21,9 @@ OPTIM_WRAPPERS = Registry(
     parent=MMENGINE_OPTIM_WRAPPERS,
     scope='mmlinear',
     locations=['mmlinear.engine'])
+
+HOOKS = Registry(
+    'hook',
+    parent=MMENGINE_HOOKS,
+    scope='mmlinear',
+    locations=['mmlinear.engine.hooks'])

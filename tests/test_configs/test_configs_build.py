@@ -9,9 +9,10 @@ from mmengine.registry import MODELS, init_default_scope
 import mmlinear  # noqa: F401
 from conftest import REPO_ROOT
 
+# VECA configs (a distiller among them) are checked in test_veca_configs.py.
 CONFIGS = sorted(
     p for p in glob.glob(osp.join(REPO_ROOT, 'configs', '**', '*.py'), recursive=True)
-    if '_base_' not in p)
+    if '_base_' not in p and 'veca' not in osp.basename(p))
 
 
 def test_configs_exist():

@@ -6,7 +6,7 @@ import torch
 from mmengine.logging import MMLogger
 from mmengine.runner import load_checkpoint
 
-from mmlinear.models.backbones import InfViT, WeightFormer
+from mmlinear.models.backbones import VECA, InfViT, WeightFormer
 
 WFM_TINY = dict(embed_dims=32, num_layers=2, feedforward_channels=64)
 
@@ -23,6 +23,8 @@ def weightformer(**kwargs):
 CASES = [
     ('unknown arch', lambda: InfViT(arch='huge'), ValueError,
      r"unknown arch 'huge'; allowed: 'infvit-4l', 'infvit-24l'"),
+    ('unknown arch', lambda: VECA(arch='giant'), ValueError,
+     r"unknown arch 'giant'; allowed: .*'small'.*'base'.*'large'"),
     ('unknown arch', lambda: WeightFormer(arch='x'), ValueError,
      r"unknown arch 'x'; allowed: 't', 'tiny', 's'"),
     ('incomplete arch dict', lambda: InfViT(arch=dict(embed_dims=8)), ValueError,
@@ -35,6 +37,10 @@ CASES = [
      r'out_indices names layer 1 twice'),
     ('out_indices bool', lambda: infvit(out_indices=True), ValueError,
      r'out_indices must hold integers'),
+    ('active_cores not allowed', lambda: VECA(arch='test', active_cores=12), ValueError,
+     r'active_cores must be one of \(8, 16, 24, 32, 40, 48, 56, 64\).*got 12'),
+    ('active_cores not allowed', lambda: VECA(arch='test')(torch.randn(1, 3, 32, 32), 72),
+     ValueError, r'active_cores must be one of \(8, 16, 24, 32, 40, 48, 56, 64\).*got 72'),
     ('unknown attn_type', lambda: infvit(attn_type='flash'), ValueError,
      r"unknown attn_type 'flash'; allowed: 'softmax', 'pure', 'linear', 'none'"),
     ('unknown out_type', lambda: weightformer(out_type='cls_token'), ValueError,
@@ -47,6 +53,8 @@ CASES = [
      r'expected images of shape \(B, 3, H, W\), got \(3, 32, 32\)'),
     ('channel count', lambda: weightformer()(torch.randn(1, 1, 32, 32)), ValueError,
      r'expected images of shape \(B, 3, H, W\), got \(1, 1, 32, 32\)'),
+    ('input rank', lambda: VECA(arch='test')(torch.randn(3, 32, 32)), ValueError,
+     r'expected images of shape \(B, 3, H, W\), got \(3, 32, 32\)'),
     ('smaller than a patch', lambda: infvit()(torch.randn(1, 3, 8, 32)), ValueError,
      r'images must be at least one patch \(16x16\) large, got 8x32'),
     ('smaller than a patch', lambda: weightformer()(torch.randn(1, 3, 32, 15)), ValueError,

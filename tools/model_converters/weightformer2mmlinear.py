@@ -20,7 +20,8 @@ from typing import Dict
 
 import torch
 
-from mmlinear.utils import load_checkpoint_file
+from mmlinear.utils.checkpoint_conversion import (check_key_layout, find_state_dict,
+                                                 load_torch_checkpoint, strip_key_prefixes)
 
 TORCH_EXTS = ('.pth', '.pt', '.bin', '.ckpt')
 HEAD_MAP = {'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias'}
@@ -39,20 +40,12 @@ def load_source(path: str) -> Dict[str, torch.Tensor]:
                               '(pip install safetensors)') from e
         state = load_file(path, device='cpu')
     elif ext in TORCH_EXTS:
-        state = load_checkpoint_file(path, map_location='cpu')
-        for wrapper in ('model', 'state_dict'):
-            if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
-                state = state[wrapper]
-                break
+        state = find_state_dict(load_torch_checkpoint(path), ('model', 'state_dict'), path)
     else:
         raise ValueError(f'unknown checkpoint extension {ext!r} of {path}; expected '
                          f'.safetensors or one of {", ".join(TORCH_EXTS)}')
-    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
-        raise ValueError(f'{path} does not hold a state dict of tensors')
     # DataParallel / DDP saves
-    if state and all(k.startswith('module.') for k in state):
-        state = {k[len('module.'):]: v for k, v in state.items()}
-    return state
+    return strip_key_prefixes(state, ('module.', ))
 
 
 def infer_arch(state: Dict[str, torch.Tensor]) -> dict:
@@ -77,16 +70,7 @@ def check_layout(state: Dict[str, torch.Tensor]) -> dict:
     arch = infer_arch(state)
     reference = WeightFormer(arch=arch, init_cfg=None).state_dict()
     backbone = {k: v for k, v in state.items() if k not in HEAD_MAP}
-    missing = sorted(set(reference) - set(backbone))
-    unexpected = sorted(set(backbone) - set(reference))
-    mismatched = sorted(f'{k}: {tuple(backbone[k].shape)} vs {tuple(reference[k].shape)}'
-                        for k in set(reference) & set(backbone)
-                        if backbone[k].shape != reference[k].shape)
-    if missing or unexpected or mismatched:
-        raise ValueError(
-            f'the source keys do not match the WeightFormer layout (arch {arch}):\n'
-            f'  missing keys: {missing}\n  unexpected keys: {unexpected}\n'
-            f'  shape mismatches: {mismatched}')
+    check_key_layout(backbone, reference, f'the WeightFormer layout (arch {arch})')
     return arch
 
 

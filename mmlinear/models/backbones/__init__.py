@@ -1,4 +1,5 @@
 from .inf_vit import InfViT
+from .veca import VECA
 from .weightformer import WeightFormer
 
-__all__ = ['InfViT', 'WeightFormer']
+__all__ = ['InfViT', 'VECA', 'WeightFormer']

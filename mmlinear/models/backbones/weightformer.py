@@ -10,24 +10,11 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
-from ..layers import DynamicDWConv, DynamicLinear, PatchEmbed, tokens_to_map
+from ..layers import DynamicDWConv, DynamicLinear, ProjPatchEmbed, tokens_to_map
 from ..utils import (check_choice, freeze_modules, normalize_indices, resolve_arch,
                      resolve_padding_mask, token_padding_mask)
 
 OUT_TYPES = ('featmap', 'avg_featmap')
-
-
-class WeightFormerPatchEmbed(PatchEmbed):
-    """:class:`PatchEmbed` whose convolution is named ``proj``, as in the released
-    checkpoints (timm's ``patch_embed.proj``), so they load without renaming."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.proj = self._modules.pop('projection')
-
-    @property
-    def projection(self) -> nn.Conv2d:
-        return self.proj
 
 
 class WeightFormerBlock(nn.Module):
@@ -170,7 +157,7 @@ class WeightFormer(BaseModule):
         self.frozen_stages = frozen_stages
         self.with_cp = with_cp
 
-        self.patch_embed = WeightFormerPatchEmbed(in_channels, self.embed_dims, patch_size)
+        self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)
         self.init_norm = nn.LayerNorm(self.embed_dims, eps=1e-6)
         dpr = [drop_path_rate * i / max(self.num_layers - 1, 1) for i in range(self.num_layers)]
         self.blocks = nn.ModuleList(

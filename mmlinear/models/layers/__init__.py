@@ -1,3 +1,7 @@
+from .core_bank import (active_prefix, build_core_bank, check_core_budget,
+                        farthest_point_sampling, fps_core_coords)
+from .core_coordinate_head import build_coordinate_head, move_cores
+from .core_periphery_attention import CorePeripheryAttention, core_attention_mask
 from .dynamic_dwconv import DynamicDWConv, per_sample_depthwise_conv2d, tokens_to_map
 from .dynamic_linear import DynamicLinear, pool_tokens_2x2
 from .infsa_attention import ATTN_TYPES, RHO_MODES, InfSAAttention
@@ -5,9 +9,16 @@ from .infvit_block import InfViTBlock
 from .layer_norm_2d import LayerNorm2d
 from .mlp import Mlp
 from .patch_embed import PatchEmbed
+from .proj_patch_embed import ProjPatchEmbed
+from .rope2d import Rope2D, apply_rope, patch_grid_coords, rotate_pairs
+from .swiglu import SwiGLU
+from .veca_block import VECABlock
 
 __all__ = [
-    'ATTN_TYPES', 'RHO_MODES', 'DynamicDWConv', 'DynamicLinear', 'InfSAAttention',
-    'InfViTBlock', 'LayerNorm2d', 'Mlp', 'PatchEmbed', 'per_sample_depthwise_conv2d',
-    'pool_tokens_2x2', 'tokens_to_map'
+    'ATTN_TYPES', 'RHO_MODES', 'CorePeripheryAttention', 'DynamicDWConv', 'DynamicLinear',
+    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'PatchEmbed', 'ProjPatchEmbed',
+    'Rope2D', 'SwiGLU', 'VECABlock', 'active_prefix', 'apply_rope', 'build_coordinate_head',
+    'build_core_bank', 'check_core_budget', 'core_attention_mask', 'farthest_point_sampling',
+    'fps_core_coords', 'move_cores', 'patch_grid_coords', 'per_sample_depthwise_conv2d',
+    'pool_tokens_2x2', 'rotate_pairs', 'tokens_to_map'
 ]

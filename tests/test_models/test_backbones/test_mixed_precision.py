@@ -8,7 +8,7 @@ is emulated and slow) only with --run-slow.
 import pytest
 import torch
 
-from mmlinear.models.backbones import InfViT, WeightFormer
+from mmlinear.models.backbones import VECA, InfViT, WeightFormer
 
 DEVICES = ['cpu'] + (['cuda'] if torch.cuda.is_available() else [])
 CASES = [(device, dtype) for device in DEVICES for dtype in (torch.bfloat16, torch.float16)]
@@ -17,6 +17,7 @@ BACKBONES = {
     'infvit-softmax': lambda: InfViT(arch='infvit-test', attn_type='softmax', out_type='featmap'),
     'weightformer': lambda: WeightFormer(
         arch=dict(embed_dims=32, num_layers=2, feedforward_channels=64), out_type='featmap'),
+    'veca': lambda: VECA(arch='test', out_type='featmap'),
 }
 
 
@@ -32,7 +33,7 @@ def test_autocast_forward_backward_is_finite_at_2048(name, dtype, device):
     images = torch.randn(1, 3, 2048, 2048, device=device)
     with torch.autocast(device_type=device, dtype=dtype):
         features = model(images)[-1]
-    assert features.shape == (1, 32, 128, 128)
+    assert features.shape[-2:] == (128, 128)
     assert torch.isfinite(features).all()
     # float16 training needs loss scaling (mmengine's AmpOptimWrapper uses a GradScaler):
     # unscaled, the gradients of the first layers underflow to zero.

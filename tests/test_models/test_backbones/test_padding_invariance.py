@@ -6,7 +6,7 @@ an image's detections would change with the other images drawn into its batch.
 import pytest
 import torch
 
-from mmlinear.models.backbones import InfViT, WeightFormer
+from mmlinear.models.backbones import VECA, InfViT, WeightFormer
 from mmlinear.models.utils import pixel_padding_mask
 
 WFM_TINY = dict(embed_dims=32, num_layers=3, feedforward_channels=64)  # block 1 is dynamic
@@ -15,6 +15,7 @@ BACKBONES = {
     'infvit-pure': lambda: InfViT(arch='infvit-test', attn_type='pure', out_type='featmap'),
     'infvit-softmax': lambda: InfViT(arch='infvit-test', attn_type='softmax', out_type='featmap'),
     'weightformer': lambda: WeightFormer(arch=WFM_TINY, out_type='featmap'),
+    'veca': lambda: VECA(arch='test', active_cores=16, out_type='featmap'),
 }
 
 
@@ -51,10 +52,10 @@ def test_odd_token_grids_are_invariant_between_padded_sizes(name):
     model = BACKBONES[name]().eval()
     image = torch.randn(3, 40, 72)  # partial last patches: the grid is 3 x 5
     with torch.no_grad():
-        outs = [
-            model(*padded_batch(image, canvas))[-1][0, :, :3, :5]
-            for canvas in [(64, 96), (128, 192)]
-        ]
+        outs = []
+        for canvas in [(64, 96), (128, 192)]:
+            batch, mask = padded_batch(image, canvas)
+            outs.append(model(batch, padding_mask=mask)[-1][0, :, :3, :5])
     torch.testing.assert_close(outs[0], outs[1], atol=2e-5, rtol=1e-4)
 
 

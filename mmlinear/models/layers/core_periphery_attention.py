@@ -1,0 +1,94 @@
+"""Core-periphery attention: C core tokens attend to everything, patches only to the cores."""
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .rope2d import apply_rope
+
+
+def core_attention_mask(num_cores: int, key_padding_mask: Tensor) -> Tensor:
+    """The keys the core queries may attend to: every core and the patches that are not
+    padding.
+
+    Args:
+        num_cores (int): C.
+        key_padding_mask (Tensor): (B, N) bool, True on padded patches.
+
+    Returns:
+        Tensor: (B, 1, 1, C + N) bool, True where attention is allowed (SDPA convention).
+    """
+    cores = key_padding_mask.new_ones(key_padding_mask.shape[0], num_cores)
+    return torch.cat([cores, ~key_padding_mask], dim=1)[:, None, None, :]
+
+
+class CorePeripheryAttention(nn.Module):
+    """Multi-head attention over ``[cores; patches]`` with the VECA core-periphery pattern.
+
+    Queries, keys and values come from one set of (unfused) projections and are rotated by
+    the 2D RoPE. Two SDPA calls share them (VECA spec 2.2): the C cores attend to all C + N
+    tokens, the N patches to the C cores only. This equals a single call with the mask
+    ``allowed[i, j] = i < C or j < C`` but never forms the N x N block, so the cost is
+    O(C (C + N) + N C) per head, linear in N.
+
+    Args:
+        embed_dims (int): Token width D.
+        num_heads (int): Heads; D must be divisible by it.
+        dropout (float): Dropout on the attention weights and the output (the reference
+            uses one rate for both). Defaults to 0.
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, dropout: float = 0.) -> None:
+        super().__init__()
+        if embed_dims % num_heads != 0:
+            raise ValueError(f'embed_dims ({embed_dims}) must be divisible by num_heads '
+                             f'({num_heads})')
+        self.num_heads = num_heads
+        self.head_dims = embed_dims // num_heads
+        self.q_proj = nn.Linear(embed_dims, embed_dims)
+        self.k_proj = nn.Linear(embed_dims, embed_dims)
+        self.v_proj = nn.Linear(embed_dims, embed_dims)
+        self.out_proj = nn.Linear(embed_dims, embed_dims)
+        self.dropout = dropout
+        self.out_drop = nn.Dropout(dropout)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, num_heads, T, head_dims)."""
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dims).transpose(1, 2)
+
+    def forward(self,
+                x: Tensor,
+                num_cores: int,
+                cos: Tensor,
+                sin: Tensor,
+                key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        """Args:
+            x (Tensor): (B, C + N, D) normalised tokens, the C cores first.
+            num_cores (int): C, at least 1 and below C + N.
+            cos (Tensor): (B, C + N, head_dims) RoPE cosines of every token.
+            sin (Tensor): (B, C + N, head_dims) RoPE sines.
+            key_padding_mask (Tensor, optional): (B, N) bool, True on padded patches, which
+                the cores then ignore. Defaults to None (the reference behaviour).
+
+        Returns:
+            Tensor: (B, C + N, D).
+        """
+        B, T, D = x.shape
+        if not 1 <= num_cores < T:
+            raise ValueError(f'num_cores must lie in [1, {T - 1}] for {T} tokens, got '
+                             f'{num_cores}')
+        q = apply_rope(self.split_heads(self.q_proj(x)), cos, sin)
+        k = apply_rope(self.split_heads(self.k_proj(x)), cos, sin)
+        v = self.split_heads(self.v_proj(x))
+        drop = self.dropout if self.training else 0.
+        core_mask = None
+        if key_padding_mask is not None:
+            core_mask = core_attention_mask(num_cores, key_padding_mask)
+        cores = F.scaled_dot_product_attention(
+            q[:, :, :num_cores], k, v, attn_mask=core_mask, dropout_p=drop)
+        patches = F.scaled_dot_product_attention(
+            q[:, :, num_cores:], k[:, :, :num_cores], v[:, :, :num_cores], dropout_p=drop)
+        out = torch.cat([cores, patches], dim=2).transpose(1, 2).reshape(B, T, D)
+        return self.out_drop(self.out_proj(out))

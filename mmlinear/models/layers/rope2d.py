@@ -1,0 +1,147 @@
+"""2D axial rotary position embedding with interleaved channel pairs (VECA spec section 4)."""
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+
+def patch_grid_coords(hw_shape: Tuple[int, int], valid_hw: Optional[Tensor] = None,
+                      device: Optional[torch.device] = None) -> Tensor:
+    """(x, y) coordinates of the patch centres of a row-major grid, each axis in [-1, 1].
+
+    A patch at row r, column c of a grid with ``h`` valid rows and ``w`` valid columns sits at
+    ``x = (c + 0.5) / w * 2 - 1``, ``y = (r + 0.5) / h * 2 - 1``: the axes are normalised
+    separately, so a non-square grid spans [-1, 1] on both.
+
+    Args:
+        hw_shape (tuple[int, int]): (Hp, Wp), the token grid.
+        valid_hw (Tensor, optional): (B, 2) long, the valid rows and columns of each image
+            (its un-padded region in the top-left corner). The coordinates are then those of
+            the valid grid, so padding an image further does not move its patches; padded
+            patches get coordinates beyond 1. Defaults to None (the whole grid is valid).
+        device (torch.device, optional): Device of the result when ``valid_hw`` is None.
+
+    Returns:
+        Tensor: (B, Hp * Wp, 2) float32, B = 1 without ``valid_hw``.
+    """
+    Hp, Wp = hw_shape
+    if valid_hw is None:
+        valid_hw = torch.tensor([[Hp, Wp]], device=device)
+    device = valid_hw.device
+    sizes = valid_hw.float()
+    rows = torch.arange(Hp, device=device, dtype=torch.float32) + 0.5
+    cols = torch.arange(Wp, device=device, dtype=torch.float32) + 0.5
+    y = rows[None] / sizes[:, :1] * 2.0 - 1.0  # (B, Hp)
+    x = cols[None] / sizes[:, 1:] * 2.0 - 1.0  # (B, Wp)
+    B = sizes.shape[0]
+    grid = torch.stack([x[:, None, :].expand(B, Hp, Wp), y[:, :, None].expand(B, Hp, Wp)], -1)
+    return grid.reshape(B, Hp * Wp, 2)
+
+
+def rotate_pairs(x: Tensor) -> Tensor:
+    """Map each adjacent channel pair (a, b) to (-b, a): the sine term of a pair rotation."""
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((-b, a), dim=-1).flatten(-2)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate queries or keys by their RoPE angles.
+
+    Args:
+        x (Tensor): (B, num_heads, T, head_dims).
+        cos (Tensor): (B, T, head_dims), from :class:`Rope2D`; the same for every head.
+        sin (Tensor): (B, T, head_dims).
+
+    Returns:
+        Tensor: (B, num_heads, T, head_dims) in the dtype of ``x``.
+    """
+    cos = cos.to(x.dtype).unsqueeze(1)
+    sin = sin.to(x.dtype).unsqueeze(1)
+    return x * cos + rotate_pairs(x) * sin
+
+
+class Rope2D(nn.Module):
+    """Angles of the VECA 2D axial RoPE, and its training-time patch-coordinate augmentation.
+
+    A head of width d carries x in its first d / 2 channels and y in its last d / 2, each
+    rotated in adjacent (interleaved) pairs ``(2i, 2i + 1)`` by ``2 pi * coord / period_i``
+    with ``period_i = base ** (i / (d / 4))``, i = 0 .. d / 4 - 1. The ``round(p_zero_freqs *
+    d / 4)`` longest periods (the lowest frequencies) are infinite: those channels are never
+    rotated and stay position-free. This layout is that of the released checkpoints; DINOv3's
+    split-half RoPE differs and cannot replace it.
+
+    Args:
+        head_dims (int): Head width d, a multiple of 4.
+        base (float): Period base. Defaults to 100.
+        p_zero_freqs (float): Fraction of the frequencies zeroed, from the lowest.
+            Defaults to 0.125 (2 of 16 for d = 64).
+        shift_coords (float, optional): Training only: add U(-s, s) to the patch x and y
+            (one draw per axis). Defaults to 0.08; None disables.
+        rescale_coords (float, optional): Training only: then multiply the patch coordinates
+            by exp(U(-ln r, ln r)) (one draw for both axes). Defaults to 2.0; None disables.
+    """
+
+    def __init__(self,
+                 head_dims: int,
+                 base: float = 100.,
+                 p_zero_freqs: float = 0.125,
+                 shift_coords: Optional[float] = 0.08,
+                 rescale_coords: Optional[float] = 2.0) -> None:
+        super().__init__()
+        if head_dims % 4 != 0:
+            raise ValueError(f'2D RoPE needs a head width divisible by 4, got {head_dims}')
+        if not 0 <= p_zero_freqs <= 1:
+            raise ValueError(f'p_zero_freqs must lie in [0, 1], got {p_zero_freqs}')
+        if rescale_coords is not None and rescale_coords < 1:
+            raise ValueError(f'rescale_coords must be >= 1 (or None), got {rescale_coords}')
+        self.head_dims = head_dims
+        self.shift_coords = shift_coords
+        self.rescale_coords = rescale_coords
+        num_freqs = head_dims // 4
+        periods = base**(2 * torch.arange(num_freqs, dtype=torch.float32) / (head_dims // 2))
+        num_zero = int(round(p_zero_freqs * num_freqs))
+        if num_zero:
+            periods[num_freqs - num_zero:] = float('inf')
+        # Derived from the options, so not stored in checkpoints (as the reference).
+        self.register_buffer('periods', periods, persistent=False)
+
+    def augment_patch_coords(self, coords: Tensor) -> Tensor:
+        """Random shift then rescale of patch coordinates in training mode, one draw shared
+        by the whole batch (cores are never augmented); identity in eval mode.
+
+        Args:
+            coords (Tensor): (B, N, 2) patch coordinates.
+
+        Returns:
+            Tensor: (B, N, 2).
+        """
+        if not self.training:
+            return coords
+        if self.shift_coords is not None:
+            shift = coords.new_empty(2).uniform_(-self.shift_coords, self.shift_coords)
+            coords = coords + shift.view(1, 1, 2)
+        if self.rescale_coords is not None:
+            log_max = math.log(float(self.rescale_coords))
+            scale = coords.new_empty(1).uniform_(-log_max, log_max).exp()
+            coords = coords * scale.view(1, 1, 1)
+        return coords
+
+    def forward(self, coords: Tensor) -> Tuple[Tensor, Tensor]:
+        """Cosines and sines of the rotation angles, computed in float32.
+
+        Args:
+            coords (Tensor): (B, T, 2) (x, y) coordinates.
+
+        Returns:
+            tuple[Tensor, Tensor]: cos and sin, each (B, T, head_dims) float32, channel
+            layout as in the class docstring.
+        """
+        coords = coords.float()
+        periods = self.periods.float()
+        # A zero angle on the infinite periods: 2 pi x / inf == 0.
+        ang_x = (2.0 * math.pi) * coords[..., 0:1] / periods
+        ang_y = (2.0 * math.pi) * coords[..., 1:2] / periods
+        angles = torch.cat([ang_x.repeat_interleave(2, dim=-1),
+                            ang_y.repeat_interleave(2, dim=-1)], dim=-1)
+        return angles.cos(), angles.sin()

@@ -1,0 +1,53 @@
+"""The VECA block: pre-norm core-periphery attention and a SwiGLU MLP."""
+from typing import Optional
+
+from torch import Tensor, nn
+
+from .core_periphery_attention import CorePeripheryAttention
+from .swiglu import SwiGLU
+
+
+class VECABlock(nn.Module):
+    """``x + attn(norm_attn(x))`` then ``x + fc2(SwiGLU(fc1(norm_ffn(x))))`` (VECA spec 2.2).
+
+    No layer scale, drop path or QK-norm; every Linear has a bias. Parameter names are those
+    of the released checkpoints (``norm_attn``, ``attn.{q,k,v,out}_proj``, ``norm_ffn``,
+    ``fc1``, ``fc2``).
+
+    Args:
+        embed_dims (int): Token width D.
+        num_heads (int): Attention heads.
+        feedforward_channels (int): SwiGLU hidden width h; ``fc1`` has 2 h outputs.
+        dropout (float): Dropout in the attention and after the gate and ``fc2``.
+            Defaults to 0.
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, feedforward_channels: int,
+                 dropout: float = 0.) -> None:
+        super().__init__()
+        self.norm_attn = nn.LayerNorm(embed_dims)
+        self.attn = CorePeripheryAttention(embed_dims, num_heads, dropout)
+        self.norm_ffn = nn.LayerNorm(embed_dims)
+        self.fc1 = nn.Linear(embed_dims, 2 * feedforward_channels)
+        self.act = SwiGLU()
+        self.fc2 = nn.Linear(feedforward_channels, embed_dims)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self,
+                x: Tensor,
+                num_cores: int,
+                cos: Tensor,
+                sin: Tensor,
+                key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        """Args:
+            x (Tensor): (B, C + N, D), the C cores first.
+            num_cores (int): C.
+            cos (Tensor): (B, C + N, head_dims) RoPE cosines.
+            sin (Tensor): (B, C + N, head_dims) RoPE sines.
+            key_padding_mask (Tensor, optional): (B, N) bool, True on padded patches.
+
+        Returns:
+            Tensor: (B, C + N, D).
+        """
+        x = x + self.attn(self.norm_attn(x), num_cores, cos, sin, key_padding_mask)
+        return x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))

@@ -1,0 +1,91 @@
+"""Helpers shared by the converters of released checkpoints (tools/model_converters)."""
+import os.path as osp
+import re
+from typing import Dict, Iterable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from .safe_checkpoint import load_checkpoint_file
+
+
+def load_torch_checkpoint(path: str) -> object:
+    """Read a file saved with ``torch.save``, safely (``weights_only=True``, see
+    :func:`load_checkpoint_file`).
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        pickle.UnpicklingError: If the file holds anything but tensors, containers and the
+            types of mmengine checkpoints.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'source checkpoint not found: {path}')
+    return load_checkpoint_file(path, map_location='cpu')
+
+
+def find_state_dict(checkpoint: object, wrappers: Sequence[str], path: str
+                    ) -> Dict[str, Tensor]:
+    """The state dict inside a loaded checkpoint.
+
+    Args:
+        checkpoint: What :func:`load_torch_checkpoint` returned.
+        wrappers (Sequence[str]): Keys under which training scripts nest the state dict
+            (``'model'``, ``'state_dict'``, ``'student'``); the first one present is taken.
+            A plain state dict needs none.
+        path (str): The file, for the error message.
+
+    Returns:
+        dict[str, Tensor]: The state dict.
+
+    Raises:
+        ValueError: If there is no non-empty state dict of tensors.
+    """
+    state = checkpoint
+    for wrapper in wrappers:
+        if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
+            state = state[wrapper]
+            break
+    if not isinstance(state, dict) or not state or \
+            not all(torch.is_tensor(v) for v in state.values()):
+        raise ValueError(f'{path} does not hold a state dict of tensors (looked at the top '
+                         f'level and under {list(wrappers)})')
+    return state
+
+
+def strip_key_prefixes(state: Mapping[str, Tensor], prefixes: Iterable[str]
+                       ) -> Dict[str, Tensor]:
+    """Remove any run of ``prefixes`` (e.g. ``module.`` of DDP) from the start of every key.
+
+    Args:
+        state (Mapping[str, Tensor]): A state dict.
+        prefixes (Iterable[str]): Prefixes, each ending with a dot.
+
+    Returns:
+        dict[str, Tensor]: The renamed state dict, in the same order.
+    """
+    pattern = re.compile('^(?:' + '|'.join(re.escape(p) for p in prefixes) + ')+')
+    return {pattern.sub('', key): value for key, value in state.items()}
+
+
+def check_key_layout(state: Mapping[str, Tensor], reference: Mapping[str, Tensor],
+                     what: str) -> None:
+    """Compare a state dict with the one of the model it must load into.
+
+    Args:
+        state (Mapping[str, Tensor]): The converted state dict.
+        reference (Mapping[str, Tensor]): The target model's state dict (shapes only are
+            read, so a model on the meta device will do).
+        what (str): Names the layout in the error (``'the VECA layout (arch ...)'``).
+
+    Raises:
+        ValueError: Listing the missing, unexpected and mis-shaped keys.
+    """
+    missing = sorted(set(reference) - set(state))
+    unexpected = sorted(set(state) - set(reference))
+    mismatched = sorted(f'{k}: {tuple(state[k].shape)} vs {tuple(reference[k].shape)}'
+                        for k in set(reference) & set(state)
+                        if state[k].shape != reference[k].shape)
+    if missing or unexpected or mismatched:
+        raise ValueError(f'the source keys do not match {what}:\n'
+                         f'  missing keys: {missing}\n  unexpected keys: {unexpected}\n'
+                         f'  shape mismatches: {mismatched}')

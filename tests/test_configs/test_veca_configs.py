@@ -1,0 +1,116 @@
+"""Every VECA config loads and builds under its own default scope, with the settings the VECA
+spec asks for (presets, elastic training hooks, DDP with unused parameters, the teacher)."""
+import glob
+import importlib.util
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import HOOKS, MODELS, init_default_scope
+
+import mmlinear  # noqa: F401
+from conftest import REPO_ROOT
+
+CONFIGS = sorted(
+    glob.glob(osp.join(REPO_ROOT, 'configs', 'veca', '*.py')) +
+    glob.glob(osp.join(REPO_ROOT, 'configs', 'demo', '*veca*.py')))
+BASES = {name: osp.join(REPO_ROOT, 'configs', '_base_', 'models', f'veca-{name}.py')
+         for name in ('small', 'splus', 'base', 'large')}
+WIDTHS = dict(small=384, splus=384, base=768, large=1024)
+TINY_TEACHER = dict(
+    type='mmpretrain.VisionTransformer',
+    arch=dict(embed_dims=768, num_layers=1, num_heads=12, feedforward_channels=768),
+    img_size=64, patch_size=16, out_type='raw')
+
+
+def test_veca_configs_exist():
+    names = {osp.relpath(p, osp.join(REPO_ROOT, 'configs')) for p in CONFIGS}
+    assert {
+        'veca/veca-base_distill-stage1_6xb128-135e_obj365-256px.py',
+        'veca/veca-base_distill-stage2_6xb128-50k_obj365-multires.py',
+        'veca/veca-base_linear-probe_8xb2048-coslr-90e_in1k.py',
+        'veca/veca-base_8xb128-coslr-100e_in1k.py',
+        'veca/mask-rcnn_veca-base_fpn_1x_coco.py',
+        'veca/upernet_veca-base_8xb2-160k_ade20k-512x512.py',
+        'demo/veca-demo_shapes-cls.py',
+        'demo/mask-rcnn_veca-demo_fpn_shapes-coco.py',
+        'demo/upernet_veca-demo_shapes-ade.py',
+        'demo/veca-demo_distill_shapes.py',
+    } <= names
+
+
+@pytest.mark.parametrize('name', sorted(BASES))
+def test_model_bases_build_the_preset(name):
+    cfg = Config.fromfile(BASES[name])
+    init_default_scope('mmpretrain')
+    model = MODELS.build(cfg.model)
+    assert model.backbone.arch_settings == type(model.backbone).arch_zoo[name]
+    assert model.backbone.out_type == 'cls_token' and model.backbone.active_cores == 64
+    assert model.head.in_channels == WIDTHS[name] == model.backbone.embed_dims
+
+
+def build(cfg):
+    init_default_scope(cfg.default_scope)
+    return MODELS.build(cfg.model)
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: osp.relpath(p, REPO_ROOT))
+def test_config_builds_model(path):
+    cfg = Config.fromfile(path)
+    assert cfg.default_scope in ('mmpretrain', 'mmdet', 'mmseg')
+    if cfg.model.type == 'mmlinear.VECADistiller':
+        check_distillation(path, cfg)
+        return
+    model = build(cfg)
+    assert type(model.backbone).__name__ == 'VECA' and model.backbone.active_cores == 64
+    if 'demo' not in path:
+        assert model.backbone.arch_settings == type(model.backbone).arch_zoo['base']
+    if cfg.default_scope == 'mmpretrain':
+        assert model.backbone.out_type == 'cls_token'
+        if 'linear-probe' in path:  # a frozen backbone: only the neck and head learn
+            assert not any(p.requires_grad for p in model.backbone.parameters())
+            assert cfg.model.backbone.init_cfg.prefix == 'student.'
+        return
+    # Dense configs: the stride-16 map of the last block through the simple pyramid.
+    assert model.backbone.out_type == 'featmap' and model.backbone.out_indices == (
+        model.backbone.num_layers - 1, )
+    if 'demo' in path:
+        model.eval()
+        with torch.no_grad():
+            feats = model.extract_feat(torch.randn(1, 3, 128, 128))
+        sizes = [f.shape[-1] for f in feats]
+        assert sizes[:4] == [32, 16, 8, 4]
+        if cfg.default_scope == 'mmseg':
+            logits = model._forward(torch.randn(1, 3, 128, 128))
+            assert logits.shape[:2] == (1, 4)
+
+
+def check_distillation(path, cfg):
+    hooks = [h.type for h in cfg.custom_hooks]
+    assert 'mmlinear.ElasticCoreBudgetHook' in hooks
+    built = [HOOKS.build(h) for h in cfg.custom_hooks]
+    assert [type(h).__name__ for h in built] == [h.split('.')[1] for h in hooks]
+    assert cfg.model_wrapper_cfg.find_unused_parameters is True
+    assert cfg.val_cfg is None and cfg.test_cfg is None
+    if 'demo' not in path:
+        teacher = cfg.model.teacher
+        assert teacher.type == 'mmpretrain.TIMMBackbone'
+        assert teacher.model_name == 'vit_base_patch16_dinov3.lvd1689m'
+        assert cfg.model.teacher_num_register_tokens == 4
+        assert cfg.optim_wrapper.optimizer.type == 'AdamW'
+        if 'stage2' in path:
+            assert 'mmlinear.MultiResolutionHook' in hooks
+            assert cfg.train_cfg.max_iters == 50000
+        else:
+            assert cfg.train_cfg.max_epochs == 135
+        if importlib.util.find_spec('timm') is None:
+            # timm is optional: build the student side with a tiny 768-wide ViT teacher.
+            cfg.model.teacher = TINY_TEACHER
+            cfg.model.teacher_num_register_tokens = 0
+    model = build(cfg)
+    assert type(model.student).__name__ == 'VECA'
+    assert not any(p.requires_grad for p in model.teacher.parameters())
+    if 'demo' in path:
+        tokens = model(torch.randn(2, 3, 64, 64), mode='tensor')
+        assert tokens['patches'].shape == (2, 16, 64)

@@ -1,0 +1,128 @@
+"""End-to-end runs of tools/train.py and tools/test.py with the VECA demo configs (the tiny
+'test' VECA preset: 64 wide, 2 blocks) on the tiny shapes sets, and one distillation run."""
+import json
+import math
+import os
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from mmengine.runner import load_checkpoint
+
+from mmlinear.engine.hooks import ElasticCoreBudgetHook
+from mmlinear.registry import MODELS
+from test_train_test_e2e import DEMO, last_checkpoint, read_test_metrics, run, write_config
+
+LOADERS = '''
+train_dataloader = dict(batch_size={batch}, num_workers=0, persistent_workers=False,
+                        dataset=dict(data_root='{root}'))
+val_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(data_root='{root}'))
+test_dataloader = val_dataloader
+'''
+
+
+def veca_config(tmp_path, data, task):
+    """The VECA demo config of ``task`` with the 'test' preset and tiny schedules."""
+    if task == 'cls':
+        return write_config(tmp_path, 'veca_cls.py', f'''
+            _base_ = ['{DEMO}/veca-demo_shapes-cls.py']
+            model = dict(backbone=dict(arch='test'), head=dict(in_channels=64))
+            {LOADERS.format(batch=16, root=f"{data}/cls").strip()}
+            train_cfg = dict(max_epochs=1, val_interval=1)
+            default_hooks = dict(checkpoint=dict(interval=1))
+        '''.replace('\n            ', '\n'))
+    if task == 'det':
+        return write_config(tmp_path, 'veca_det.py', f'''
+            _base_ = ['{DEMO}/mask-rcnn_veca-demo_fpn_shapes-coco.py']
+            model = dict(backbone=dict(arch='test'), neck=dict(in_channels=64),
+                         test_cfg=dict(rcnn=dict(score_thr=0.0)))
+            {LOADERS.format(batch=4, root=f"{data}/coco/").strip()}
+            val_evaluator = dict(ann_file='{data}/coco/annotations/instances_val.json')
+            test_evaluator = val_evaluator
+            train_cfg = dict(max_epochs=1, val_interval=1)
+            default_hooks = dict(checkpoint=dict(interval=1))
+        '''.replace('\n            ', '\n'))
+    return write_config(tmp_path, 'veca_seg.py', f'''
+        _base_ = ['{DEMO}/upernet_veca-demo_shapes-ade.py']
+        model = dict(backbone=dict(arch='test'), neck=dict(in_channels=64),
+                     decode_head=dict(in_channels=[16, 32, 64, 64]),
+                     auxiliary_head=dict(in_channels=64))
+        {LOADERS.format(batch=2, root=f"{data}/ade").strip()}
+        train_cfg = dict(max_iters=4, val_interval=4)
+        default_hooks = dict(checkpoint=dict(interval=4))
+    '''.replace('\n        ', '\n'))
+
+
+# det and seg take 70-80 s on 2 busy cores (two processes each, mmdet/mmseg imports, COCO
+# evaluation); the configs are also built and run forward in tests/test_configs.
+@pytest.mark.parametrize('task', [
+    'cls', pytest.param('det', marks=pytest.mark.slow),
+    pytest.param('seg', marks=pytest.mark.slow)
+])
+def test_veca_train_then_test(task, tiny_data, tmp_path):
+    config = veca_config(tmp_path, tiny_data, task)
+    work_dir = str(tmp_path / 'work')
+    run(['tools/train.py', config, '--work-dir', work_dir])
+    checkpoint = last_checkpoint(work_dir)
+    out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
+    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'),
+         '--out', out])
+    metrics = read_test_metrics(str(tmp_path / 'test'))
+    expected = {'cls': ['accuracy/top1'], 'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
+                'seg': ['mIoU', 'aAcc']}[task]
+    for key in expected:
+        assert key in metrics and metrics[key] >= 0
+    assert osp.isdir(out) and os.listdir(out) if task == 'seg' else osp.getsize(out) > 0
+    # The trained weights are VECA's: the chunked core bank and the coordinate heads.
+    state = torch.load(checkpoint, map_location='cpu', weights_only=False)['state_dict']
+    assert 'backbone.query_token_chunks.7' in state and 'backbone.pos_alpha' in state
+
+
+def distill_config(tmp_path, data):
+    return write_config(tmp_path, 'veca_distill.py', f'''
+        _base_ = ['{DEMO}/veca-demo_distill_shapes.py']
+        model = dict(student=dict(arch='test'))
+        train_dataloader = dict(batch_size=8, num_workers=0, persistent_workers=False,
+                                dataset=dict(data_root='{data}/cls'))
+        train_cfg = dict(max_epochs=2)
+        default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval=2))
+    ''')
+
+
+def read_train_log(work_dir):
+    logs = [osp.join(root, name) for root, _, names in os.walk(work_dir) for name in names
+            if name.endswith('.json')]
+    with open(logs[0]) as f:
+        return [json.loads(line) for line in f if 'loss' in line]
+
+
+def test_veca_distillation_trains_and_its_student_reloads(tiny_data, tmp_path):
+    config = distill_config(tmp_path, tiny_data)
+    work_dir = str(tmp_path / 'work')
+    run(['tools/train.py', config, '--work-dir', work_dir])
+    records = read_train_log(work_dir)
+    for key in ('loss', 'loss_global', 'loss_patch_cos', 'loss_patch_mse'):
+        assert all(math.isfinite(r[key]) for r in records), key
+    # Starting from a random student, the distillation loss falls within two epochs.
+    assert records[-1]['loss'] < records[0]['loss']
+    # The logged budgets are the hook's draws (seed 0 from randomness.seed, shared by rank 0).
+    hook = ElasticCoreBudgetHook(seed=0)
+    assert [r['active_cores'] for r in records] == [hook.draw(r['iter'] - 1) for r in records]
+
+    # The checkpoint reloads into the distiller, and its student into a VECA classifier.
+    checkpoint = last_checkpoint(work_dir)
+    cfg = Config.fromfile(config)
+    init_default_scope('mmpretrain')
+    model = MODELS.build(cfg.model)
+    load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
+    saved = torch.load(checkpoint, map_location='cpu', weights_only=False)['state_dict']
+    torch.testing.assert_close(model.student.query_token_chunks[0], saved[
+        'student.query_token_chunks.0'])
+    backbone = MODELS.build(dict(
+        type='mmlinear.VECA', arch='test', out_channels=64, out_type='cls_token',
+        init_cfg=dict(type='Pretrained', checkpoint=checkpoint, prefix='student.')))
+    backbone.init_weights()
+    for key, value in backbone.state_dict().items():
+        torch.testing.assert_close(value, saved[f'student.{key}'])

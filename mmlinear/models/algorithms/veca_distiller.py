@@ -1,5 +1,4 @@
 """VECA distillation from a frozen teacher, as an mmpretrain-style model (VECA spec 8.1)."""
-import re
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -9,17 +8,11 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
+from mmlinear.utils.checkpoint_conversion import strip_key_prefixes
 
 # Prefixes a teacher state dict may carry, possibly stacked (``module.teacher.``): a DDP
 # wrapper, a classifier, our distiller.
-TEACHER_KEY_PREFIX = re.compile(r'^(module|backbone|teacher)\.')
-
-
-def strip_prefixes(key: str) -> str:
-    """``key`` without its leading ``module.`` / ``backbone.`` / ``teacher.`` parts."""
-    while TEACHER_KEY_PREFIX.match(key):
-        key = TEACHER_KEY_PREFIX.sub('', key, count=1)
-    return key
+TEACHER_KEY_PREFIXES = ('module.', 'backbone.', 'teacher.')
 
 
 def teacher_width(teacher: nn.Module) -> int:
@@ -153,7 +146,7 @@ class VECADistiller(BaseModel):
     def _load_teacher(self, path: str) -> None:
         checkpoint = CheckpointLoader.load_checkpoint(path, map_location='cpu')
         state = checkpoint.get('state_dict', checkpoint)
-        state = {strip_prefixes(key): value for key, value in state.items()}
+        state = strip_key_prefixes(state, TEACHER_KEY_PREFIXES)
         missing, unexpected = self.teacher.load_state_dict(state, strict=False)
         if missing:
             raise KeyError(f'teacher checkpoint {path} lacks {len(missing)} teacher weights, '

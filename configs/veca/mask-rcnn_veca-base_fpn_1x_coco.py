@@ -7,6 +7,8 @@ _base_ = ['mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py']
 custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
 
 model = dict(
+    # mmdet's preprocessor, also handing each batch's padding mask to the backbone.
+    data_preprocessor=dict(type='mmlinear.PaddingMaskDetDataPreprocessor'),
     backbone=dict(
         _delete_=True,
         type='mmlinear.VECA',

@@ -13,7 +13,8 @@ _base_ = [
 custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
 
 crop_size = (512, 512)
-data_preprocessor = dict(size=crop_size)
+# mmseg's preprocessor, also handing each batch's padding mask to the backbone.
+data_preprocessor = dict(type='mmlinear.PaddingMaskSegDataPreprocessor', size=crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
     pretrained=None,

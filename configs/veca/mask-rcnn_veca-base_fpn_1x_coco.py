@@ -1,45 +1,18 @@
-# Mask R-CNN 1x on COCO with VECA-B at C = 64, AdamW as the Swin-T template (lr 1e-4, wd 0.05,
-# none on norms and the core bank, 1000-iteration warm-up, steps at 8 and 11). The plain
-# stride-16 map feeds a simple pyramid (strides 4-64, 256 channels) in place of FPN. The paper
+# Mask R-CNN 1x on COCO with VECA-B at C = 64 through a simple pyramid, AdamW as the Swin-T
+# template (the shared recipe in ../_base_/), no decay on norms and the core bank. The paper
 # reports no COCO result; this config is provided untrained. Start from a distilled student
 # with model.backbone.init_cfg=dict(type='Pretrained', checkpoint=..., prefix='student.').
-_base_ = ['mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py']
-custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
+_base_ = ['../_base_/mask-rcnn_simple-pyramid_adamw_1x_coco.py']
 
 model = dict(
-    # mmdet's preprocessor, also handing each batch's padding mask to the backbone.
-    data_preprocessor=dict(type='mmlinear.PaddingMaskDetDataPreprocessor'),
-    backbone=dict(
-        _delete_=True,
-        type='mmlinear.VECA',
-        arch='base',
-        active_cores=64,
-        out_type='featmap',
-        out_indices=(-1, )),
-    neck=dict(
-        _delete_=True,
-        type='mmlinear.SimpleFeaturePyramid',
-        in_channels=768,
-        out_channels=256,
-        scale_factors=(4.0, 2.0, 1.0, 0.5),
-        num_outs=5))
+    backbone=dict(type='mmlinear.VECA', arch='base', active_cores=64),
+    neck=dict(in_channels=768))
 
-max_epochs = 12
-train_cfg = dict(max_epochs=max_epochs)
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000),
-    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[8, 11],
-         gamma=0.1)
-]
 optim_wrapper = dict(
-    type='OptimWrapper',
     paramwise_cfg=dict(
         norm_decay_mult=0.0,
         custom_keys={
             'query_token_chunks': dict(decay_mult=0.),
             'qcoord_chunks': dict(decay_mult=0.),
             'pos_alpha': dict(decay_mult=0.),
-        }),
-    optimizer=dict(
-        _delete_=True, type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
-    clip_grad=dict(max_norm=5.0))
+        }))

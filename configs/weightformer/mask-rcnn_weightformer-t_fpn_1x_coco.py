@@ -1,47 +1,14 @@
-# Mask R-CNN 1x on COCO with WeightFormer-T (no reference detection recipe exists, spec 6.2):
-# AdamW as the Swin-T template (lr 1e-4, wd 0.05, 1000-iteration warm-up, steps at 8 and 11)
-# with the reference weight-decay groups (no decay on 1-D parameters and biases, including the
-# dynamic layers' `.b`), clipping 5.0, drop path 0.1. The plain stride-16 backbone feeds a
-# simple pyramid (strides 4-64, 256 channels) in place of FPN. To start from an ImageNet
-# checkpoint (tools/model_converters/weightformer2mmlinear.py or configs/weightformer/), add
+# Mask R-CNN 1x on COCO with WeightFormer-T (no reference detection recipe exists, spec 6.2)
+# through a simple pyramid, AdamW as the Swin-T template (the shared recipe in ../_base_/) with
+# the reference weight-decay groups (no decay on 1-D parameters and biases, including the
+# dynamic layers' `.b`), drop path 0.1. To start from an ImageNet checkpoint
+# (tools/model_converters/weightformer2mmlinear.py or configs/weightformer/), add
 # model.backbone.init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.').
-_base_ = ['mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py']
-custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
+_base_ = ['../_base_/mask-rcnn_simple-pyramid_adamw_1x_coco.py']
 
 model = dict(
-    # mmdet's preprocessor, also handing each batch's padding mask to the backbone.
-    data_preprocessor=dict(type='mmlinear.PaddingMaskDetDataPreprocessor'),
-    backbone=dict(
-        _delete_=True,
-        type='mmlinear.WeightFormer',
-        arch='t',
-        patch_size=16,
-        out_type='featmap',
-        out_indices=(-1, ),
-        drop_path_rate=0.1),
-    neck=dict(
-        _delete_=True,
-        type='mmlinear.SimpleFeaturePyramid',
-        in_channels=192,
-        out_channels=256,
-        scale_factors=(4.0, 2.0, 1.0, 0.5),
-        num_outs=5))
+    backbone=dict(type='mmlinear.WeightFormer', arch='t', patch_size=16, drop_path_rate=0.1),
+    neck=dict(in_channels=192))
 
-max_epochs = 12
-train_cfg = dict(max_epochs=max_epochs)
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000),
-    dict(
-        type='MultiStepLR',
-        begin=0,
-        end=max_epochs,
-        by_epoch=True,
-        milestones=[8, 11],
-        gamma=0.1)
-]
 optim_wrapper = dict(
-    type='OptimWrapper',
-    paramwise_cfg=dict(norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.),
-    optimizer=dict(
-        _delete_=True, type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
-    clip_grad=dict(max_norm=5.0))
+    paramwise_cfg=dict(norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))

@@ -9,7 +9,9 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
+import mmlinear  # noqa: F401  (checkpoints load under the weights-only allowlist)
 from conftest import REPO_ROOT
 
 DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
@@ -81,6 +83,24 @@ def read_test_metrics(work_dir):
         return json.loads(f.read().strip().splitlines()[-1])
 
 
+def train_then_test(config, task, tmp_path):
+    """Train ``config`` with tools/train.py, test its last checkpoint with tools/test.py, check
+    the task's metrics and the saved predictions; return the checkpoint."""
+    work_dir = str(tmp_path / 'work')
+    run(['tools/train.py', config, '--work-dir', work_dir])
+    checkpoint = last_checkpoint(work_dir)
+    out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
+    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'),
+         '--out', out])
+    metrics = read_test_metrics(str(tmp_path / 'test'))
+    expected = {'cls': ['accuracy/top1'], 'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
+                'seg': ['mIoU', 'aAcc']}[task]
+    for key in expected:
+        assert key in metrics and metrics[key] >= 0
+    assert osp.isdir(out) and os.listdir(out) if task == 'seg' else osp.getsize(out) > 0
+    return checkpoint
+
+
 def scalars_file(work_dir):
     """The json log of a run's training scalars (one line per logged iteration)."""
     return sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')))[-1]
@@ -94,18 +114,7 @@ def last_checkpoint(work_dir):
 @pytest.mark.parametrize('task', ['cls', 'det', 'seg'])
 def test_train_then_test(task, tiny_data, tmp_path):
     config = {'cls': cls_config, 'det': det_config, 'seg': seg_config}[task](tmp_path, tiny_data)
-    work_dir = str(tmp_path / 'work')
-    run(['tools/train.py', config, '--work-dir', work_dir])
-    checkpoint = last_checkpoint(work_dir)
-    out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
-    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'),
-         '--out', out])
-    metrics = read_test_metrics(str(tmp_path / 'test'))
-    expected = {'cls': ['accuracy/top1'], 'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
-                'seg': ['mIoU', 'aAcc']}[task]
-    for key in expected:
-        assert key in metrics and metrics[key] >= 0
-    assert osp.isdir(out) and os.listdir(out) if task == 'seg' else osp.getsize(out) > 0
+    train_then_test(config, task, tmp_path)
 
 
 def test_resume_continues_from_the_saved_epoch(tiny_data, tmp_path):
@@ -223,19 +232,7 @@ def wfm_config(tmp_path, data, task):
 @pytest.mark.parametrize('task', ['cls', 'det', 'seg'])
 def test_weightformer_train_then_test(task, tiny_data, tmp_path):
     config = wfm_config(tmp_path, tiny_data, task)
-    work_dir = str(tmp_path / 'work')
-    run(['tools/train.py', config, '--work-dir', work_dir])
-    checkpoint = last_checkpoint(work_dir)
-    out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
-    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'),
-         '--out', out])
-    metrics = read_test_metrics(str(tmp_path / 'test'))
-    expected = {'cls': ['accuracy/top1'], 'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
-                'seg': ['mIoU', 'aAcc']}[task]
-    for key in expected:
-        assert key in metrics and metrics[key] >= 0
-    assert osp.isdir(out) and os.listdir(out) if task == 'seg' else osp.getsize(out) > 0
+    checkpoint = train_then_test(config, task, tmp_path)
     # The trained weights are WeightFormer's (the dynamic block 1 included).
-    import torch
-    state = torch.load(checkpoint, map_location='cpu', weights_only=False)['state_dict']
+    state = torch.load(checkpoint, map_location='cpu', weights_only=True)['state_dict']
     assert 'backbone.blocks.1.linear1.w1' in state and 'backbone.blocks.1.dwc.b' in state

@@ -13,7 +13,7 @@ from mmengine.runner import load_checkpoint
 
 from mmlinear.engine.hooks import ElasticCoreBudgetHook
 from mmlinear.registry import MODELS
-from test_train_test_e2e import DEMO, last_checkpoint, read_test_metrics, run, write_config
+from test_train_test_e2e import DEMO, last_checkpoint, run, train_then_test, write_config
 
 LOADERS = '''
 train_dataloader = dict(batch_size={batch}, num_workers=0, persistent_workers=False,
@@ -62,21 +62,9 @@ def veca_config(tmp_path, data, task):
     pytest.param('seg', marks=pytest.mark.slow)
 ])
 def test_veca_train_then_test(task, tiny_data, tmp_path):
-    config = veca_config(tmp_path, tiny_data, task)
-    work_dir = str(tmp_path / 'work')
-    run(['tools/train.py', config, '--work-dir', work_dir])
-    checkpoint = last_checkpoint(work_dir)
-    out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
-    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'),
-         '--out', out])
-    metrics = read_test_metrics(str(tmp_path / 'test'))
-    expected = {'cls': ['accuracy/top1'], 'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
-                'seg': ['mIoU', 'aAcc']}[task]
-    for key in expected:
-        assert key in metrics and metrics[key] >= 0
-    assert osp.isdir(out) and os.listdir(out) if task == 'seg' else osp.getsize(out) > 0
+    checkpoint = train_then_test(veca_config(tmp_path, tiny_data, task), task, tmp_path)
     # The trained weights are VECA's: the chunked core bank and the coordinate heads.
-    state = torch.load(checkpoint, map_location='cpu', weights_only=False)['state_dict']
+    state = torch.load(checkpoint, map_location='cpu', weights_only=True)['state_dict']
     assert 'backbone.query_token_chunks.7' in state and 'backbone.pos_alpha' in state
 
 
@@ -117,7 +105,7 @@ def test_veca_distillation_trains_and_its_student_reloads(tiny_data, tmp_path):
     init_default_scope('mmpretrain')
     model = MODELS.build(cfg.model)
     load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
-    saved = torch.load(checkpoint, map_location='cpu', weights_only=False)['state_dict']
+    saved = torch.load(checkpoint, map_location='cpu', weights_only=True)['state_dict']
     torch.testing.assert_close(model.student.query_token_chunks[0], saved[
         'student.query_token_chunks.0'])
     backbone = MODELS.build(dict(

@@ -1,4 +1,4 @@
-from .dynamic_dwconv import DynamicDWConv, per_sample_depthwise_conv2d, tokens_to_map
+from .dynamic_dwconv import DynamicDWConv, tokens_to_map
 from .dynamic_linear import DynamicLinear, pool_tokens_2x2
 from .infsa_attention import ATTN_TYPES, RHO_MODES, InfSAAttention
 from .infvit_block import InfViTBlock
@@ -8,6 +8,5 @@ from .patch_embed import PatchEmbed
 
 __all__ = [
     'ATTN_TYPES', 'RHO_MODES', 'DynamicDWConv', 'DynamicLinear', 'InfSAAttention',
-    'InfViTBlock', 'LayerNorm2d', 'Mlp', 'PatchEmbed', 'per_sample_depthwise_conv2d',
-    'pool_tokens_2x2', 'tokens_to_map'
+    'InfViTBlock', 'LayerNorm2d', 'Mlp', 'PatchEmbed', 'pool_tokens_2x2', 'tokens_to_map'
 ]

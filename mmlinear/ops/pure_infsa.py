@@ -103,11 +103,11 @@ class PureInfSAFunction(Function):
     def backward(ctx, grad_out: Tensor) -> tuple:
         q, k, v, rho, key_padding_mask, fro_norm, out = ctx.saved_tensors
         grad_out = grad_out.contiguous()
-        B, H = q.shape[:2]
+        B, H, N, d = q.shape
         # <dO, O> per (sample, head) as a batched (1 x Nd) @ (Nd x 1) product: no temporary.
         out_dot = torch.bmm(
-            grad_out.reshape(B * H, 1, -1).to(rho.dtype),
-            out.reshape(B * H, -1, 1).to(rho.dtype)).reshape(B, H)
+            grad_out.reshape(B * H, 1, N * d).to(rho.dtype),
+            out.reshape(B * H, N * d, 1).to(rho.dtype)).reshape(B, H)
         grad_q, grad_k, grad_v, grad_rho = kernel_ext(q.device).pure_infsa_backward(
             grad_out, q, k, v, rho, key_padding_mask, fro_norm, out_dot, ctx.eps)
         return grad_q, grad_k, grad_v, grad_rho.sum(0), None, None

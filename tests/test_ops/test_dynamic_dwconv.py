@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from mmlinear.ops import dynamic_dwconv2d, dynamic_dwconv2d_reference
+from op_fixtures import device  # noqa: F401 (pytest fixtures)
 
 
 def make_inputs(device, dtype=torch.float64, B=2, C=3, H=6, W=5, ks=3, bias='shared', seed=0):

@@ -11,6 +11,7 @@ import torch
 
 from mmlinear.ops import linear_infsa, linear_infsa_reference, pure_infsa
 from mmlinear.utils import ext_loader
+from op_fixtures import ext  # noqa: F401 (pytest fixtures)
 
 
 @pytest.fixture

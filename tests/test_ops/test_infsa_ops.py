@@ -9,6 +9,7 @@ import torch
 
 from mmlinear.ops import (linear_infsa, linear_infsa_reference, pure_infsa,
                           pure_infsa_reference)
+from op_fixtures import device, ext  # noqa: F401 (pytest fixtures)
 
 OPS = {
     'linear': (linear_infsa, linear_infsa_reference),

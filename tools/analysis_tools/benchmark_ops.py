@@ -92,6 +92,10 @@ def run_worker(spec: Dict) -> Dict:
     """Measure one (op, impl, size) case in this (fresh) process."""
     import torch
     device, dtype = spec['device'], getattr(torch, spec['dtype'])
+    # One tiny forward+backward first, so that loading the extension and lazily initialised
+    # libraries (thread pools, BLAS) are not counted as the op's memory.
+    fn, inputs = make_case(spec['op'], spec['impl'], tuple(spec['shape']), 16, device, dtype)
+    fn(*inputs).sum().backward()
     fn, inputs = make_case(spec['op'], spec['impl'], tuple(spec['shape']), spec['n'], device,
                            dtype)
     # Every op's output has the shape of its first input; no call before the measurement.

@@ -1,4 +1,5 @@
-"""Fixtures shared by the op tests: every case runs on each available device."""
+"""Fixtures shared by the op tests (imported by name: a conftest.py here would shadow
+tests/conftest.py, which other tests import as `conftest`): every case runs on each device."""
 import pytest
 import torch
 

@@ -1,9 +1,13 @@
 // Reductions and launch helpers shared by the CUDA kernels.
 #pragma once
 
+// c10 headers only: ATen/cuda/CUDAContext.h pulls in cuSPARSE / cuBLAS headers, which a
+// minimal CUDA toolkit (nvcc + runtime, as on the CPU build machines) does not have.
+#include <ATen/ATen.h>
 #include <ATen/AccumulateType.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
 constexpr int kWarpSize = 32;

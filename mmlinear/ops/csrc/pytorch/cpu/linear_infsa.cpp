@@ -1,5 +1,6 @@
-// CPU Linear-InfSA: one task per (sample, head), two streaming passes forward (queries, then
-// keys and values) and four backward, each a tight loop over the head dimension.
+// CPU Linear-InfSA: one task per (sample, head); two streaming passes forward (queries, then
+// keys and values) and two backward (keys and values, then queries) plus a write-only one,
+// each a tight loop over the head dimension.
 #include <ATen/Parallel.h>
 
 #include <cmath>
@@ -86,9 +87,9 @@ void linear_infsa_backward_kernel(const cpu_acc_t<scalar_t>* grad_pooled, const 
   const int64_t d = sh.d;
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
   at::parallel_for(0, sh.B * sh.H, 1, [&](int64_t begin, int64_t end) {
-    // Per-task scratch: the scores / energies and their upstream gradients, O(N + S).
-    std::vector<acc_t> score(sh.S), grad_score(sh.S), energy(sh.N), grad_weight(sh.N);
-    std::vector<acc_t> grad_c(d);
+    // Per-task scratch: the scores and their upstream gradients, O(S); K1 = sum_j g_j k_j and
+    // K0 = sum_j k_j over the positive scores give dL/dq_bar without a second read of k.
+    std::vector<acc_t> score(sh.S), grad_score(sh.S), k1(d), k0(d), grad_c(d);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / sh.H, h = bh % sh.H;
       const scalar_t* qb = q + bh * sh.N * d;
@@ -101,47 +102,48 @@ void linear_infsa_backward_kernel(const cpu_acc_t<scalar_t>* grad_pooled, const 
       const acc_t* c = central + bh * d;
       const acc_t* gu = grad_pooled + bh * d;
       const acc_t E = energy_sum[bh], R = score_sum[bh], r = rho[h];
-      // Pass A: scores r_j and dL/da_j = v_j . gu; dL/drho = sum_j (v_j . gu) r_j / R.
+      // Pass over the keys: scores r_j, g_j = v_j . gu, dL/drho = sum_j g_j r_j / R.
       acc_t grho = 0;
+      std::fill(k1.begin(), k1.end(), acc_t(0));
+      std::fill(k0.begin(), k0.end(), acc_t(0));
       for (int64_t j = 0; j < sh.S; ++j) {
         const bool valid = !(sh.mask_keys && mb[j]);
-        const acc_t t = valid ? scale * dot<acc_t>(kb + j * d, c, d) : acc_t(0);
+        const scalar_t* kj = kb + j * d;
+        const acc_t t = valid ? scale * dot<acc_t>(kj, c, d) : acc_t(0);
         score[j] = t > 0 ? t : acc_t(0);
+        if (score[j] == 0) continue;
         grad_score[j] = dot<acc_t>(vb + j * d, gu, d);
         grho += grad_score[j] * score[j];
+        axpy<acc_t>(grad_score[j], kj, k1.data(), d);
+        axpy<acc_t>(acc_t(1), kj, k0.data(), d);
       }
       grho /= R;
       grad_rho[bh] = grho;
-      // Pass B: through the L1 normalisation and the ReLU to k and c; v gets a_j * gu.
-      std::fill(grad_c.begin(), grad_c.end(), acc_t(0));
+      // Through the L1 normalisation and the ReLU, dL/dt_j = rho (g_j - dL/drho) / R on the
+      // positive scores, so dL/dq_bar = rho / R * (K1 - dL/drho K0) / sqrt(d).
+      for (int64_t m = 0; m < d; ++m) grad_c[m] = scale * r / R * (k1[m] - grho * k0[m]);
+      // Write-only pass: k_j gets dL/dt_j q_bar / sqrt(d), v_j gets a_j gu.
       for (int64_t j = 0; j < sh.S; ++j) {
-        const acc_t a = r * score[j] / R;
         const acc_t gt = score[j] > 0 ? r * (grad_score[j] - grho) / R : acc_t(0);
+        const acc_t a = r * score[j] / R;
         scalar_t* gkj = gkb + j * d;
         scalar_t* gvj = gvb + j * d;
         for (int64_t m = 0; m < d; ++m) {
           gkj[m] = static_cast<scalar_t>(scale * gt * c[m]);
           gvj[m] = static_cast<scalar_t>(a * gu[m]);
         }
-        if (gt != 0) axpy<acc_t>(scale * gt, kb + j * d, grad_c.data(), d);
       }
-      // Pass C: energies and dL/dw_i = q_i . gc (scaled); their weighted mean for the
-      // normalisation w = e / E.
-      acc_t mean_gw = 0;
-      for (int64_t i = 0; i < sh.N; ++i) {
-        const scalar_t* qi = qb + i * d;
-        const bool valid = !(sh.mask_queries && mb[i]);
-        energy[i] = valid ? scale * std::sqrt(dot<acc_t>(qi, qi, d)) : acc_t(0);
-        grad_weight[i] = scale * dot<acc_t>(qi, grad_c.data(), d);
-        mean_gw += grad_weight[i] * energy[i] / E;
-      }
-      // Pass D: q_i receives w_i gc (through q_bar) and ge_i q_i / e_i (through its energy).
+      // Pass over the queries. With w = e / E, sum_i w_i dL/dw_i = q_bar . dL/dq_bar, so one
+      // pass gives q_i's two terms: w_i dL/dq_bar (through q_bar) and its energy's gradient.
+      const acc_t mean_gw = dot<acc_t>(c, grad_c.data(), d);
       for (int64_t i = 0; i < sh.N; ++i) {
         const scalar_t* qi = qb + i * d;
         scalar_t* gqi = gqb + i * d;
-        const acc_t e = energy[i];
+        const bool valid = !(sh.mask_queries && mb[i]);
+        const acc_t e = valid ? scale * std::sqrt(dot<acc_t>(qi, qi, d)) : acc_t(0);
         const acc_t w = e / E;
-        const acc_t g_norm = e > 0 ? (grad_weight[i] - mean_gw) / E * scale * scale / e : acc_t(0);
+        const acc_t gw = scale * dot<acc_t>(qi, grad_c.data(), d);
+        const acc_t g_norm = e > 0 ? (gw - mean_gw) / E * scale * scale / e : acc_t(0);
         for (int64_t m = 0; m < d; ++m)
           gqi[m] = static_cast<scalar_t>(scale * w * grad_c[m] + g_norm * static_cast<acc_t>(qi[m]));
       }

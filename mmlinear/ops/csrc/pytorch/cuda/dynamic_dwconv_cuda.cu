@@ -88,7 +88,7 @@ __global__ void dwconv_grad_weight_kernel(const scalar_t* __restrict__ grad_out,
 
 at::Tensor dynamic_dwconv2d_forward_cuda(const at::Tensor& x, const at::Tensor& weight,
                                          const at::Tensor& bias) {
-  const at::cuda::CUDAGuard guard(x.device());
+  const c10::cuda::CUDAGuard guard(x.device());
   auto out = at::empty_like(x);
   const int64_t total = x.numel();
   if (total == 0) return out;
@@ -97,7 +97,7 @@ at::Tensor dynamic_dwconv2d_forward_cuda(const at::Tensor& x, const at::Tensor& 
       "dynamic_dwconv2d_forward_cuda", [&] {
         using acc_t = at::acc_type<scalar_t, true>;
         dwconv_forward_kernel<scalar_t, acc_t>
-            <<<blocks_for(total), kThreadsPerBlock, 0, at::cuda::getCurrentCUDAStream()>>>(
+            <<<blocks_for(total), kThreadsPerBlock, 0, c10::cuda::getCurrentCUDAStream()>>>(
                 x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
                 bias.defined() ? bias.data_ptr<scalar_t>() : nullptr, total, x.size(2),
                 x.size(3), weight.size(2), out.data_ptr<scalar_t>());
@@ -109,7 +109,7 @@ at::Tensor dynamic_dwconv2d_forward_cuda(const at::Tensor& x, const at::Tensor& 
 std::vector<at::Tensor> dynamic_dwconv2d_backward_cuda(const at::Tensor& grad_out,
                                                        const at::Tensor& x,
                                                        const at::Tensor& weight) {
-  const at::cuda::CUDAGuard guard(x.device());
+  const c10::cuda::CUDAGuard guard(x.device());
   auto grad_x = at::empty_like(x);
   auto grad_weight = at::zeros_like(weight);
   auto grad_bias = at::zeros({x.size(0), x.size(1)}, x.options());
@@ -119,7 +119,7 @@ std::vector<at::Tensor> dynamic_dwconv2d_backward_cuda(const at::Tensor& grad_ou
       at::ScalarType::Half, at::ScalarType::BFloat16, x.scalar_type(),
       "dynamic_dwconv2d_backward_cuda", [&] {
         using acc_t = at::acc_type<scalar_t, true>;
-        auto stream = at::cuda::getCurrentCUDAStream();
+        auto stream = c10::cuda::getCurrentCUDAStream();
         dwconv_grad_input_kernel<scalar_t, acc_t><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
             grad_out.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), total, x.size(2),
             x.size(3), weight.size(2), grad_x.data_ptr<scalar_t>());

@@ -31,7 +31,7 @@ __global__ void linear_infsa_forward_kernel(const scalar_t* __restrict__ q,
                                             int d, bool mask_queries, acc_t eps, acc_t* pooled,
                                             acc_t* central, acc_t* energy_sum,
                                             acc_t* score_sum) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* part = reinterpret_cast<acc_t*>(smem_raw);  // [kWarps][d]
   acc_t* c = part + kWarps * d;                        // [d]
   acc_t* scratch = c + d;                              // [kWarps]
@@ -91,7 +91,7 @@ __global__ void linear_infsa_backward_kernel(
     const acc_t* __restrict__ central, const acc_t* __restrict__ energy_sum,
     const acc_t* __restrict__ score_sum, int H, int N, int S, int d, bool mask_queries,
     scalar_t* grad_q, scalar_t* grad_k, scalar_t* grad_v, acc_t* grad_rho) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* part = reinterpret_cast<acc_t*>(smem_raw);  // [kWarps][d]
   acc_t* c = part + kWarps * d;                        // [d]
   acc_t* gu = c + d;                                   // [d]
@@ -138,16 +138,11 @@ __global__ void linear_infsa_backward_kernel(
     }
   }
   reduce_partials(part, gc, d);
-  // Pass C: the energy-weighted mean of dL/dw_i = q_i . gc (scaled).
+  // With w = e / E, sum_i w_i dL/dw_i = q_bar . dL/dq_bar: no extra pass over the queries.
   partial = 0;
-  for (int i = warp; i < N; i += kWarps) {
-    if (mask_queries && mb[i]) continue;
-    const scalar_t* qi = qb + static_cast<int64_t>(i) * d;
-    const acc_t e = scale * sqrt(warp_dot<acc_t>(qi, qi, d));
-    partial += e / E * scale * warp_dot<acc_t>(qi, gc, d);
-  }
-  const acc_t mean_gw = block_sum(lane == 0 ? partial : acc_t(0), scratch);
-  // Pass D: q_i receives w_i gc (through q_bar) and its energy's gradient.
+  for (int m = threadIdx.x; m < d; m += blockDim.x) partial += c[m] * gc[m];
+  const acc_t mean_gw = block_sum(partial, scratch);
+  // Pass C: q_i receives w_i gc (through q_bar) and its energy's gradient.
   for (int i = warp; i < N; i += kWarps) {
     const scalar_t* qi = qb + static_cast<int64_t>(i) * d;
     const bool valid = !(mask_queries && mb[i]);
@@ -166,7 +161,7 @@ std::vector<at::Tensor> linear_infsa_forward_cuda(const at::Tensor& q, const at:
                                                   const at::Tensor& v, const at::Tensor& rho,
                                                   const at::Tensor& key_padding_mask,
                                                   double eps) {
-  const at::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), S = k.size(2), d = q.size(3);
   const bool masked = key_padding_mask.defined();
   auto acc_opts = q.options().dtype(rho.scalar_type());
@@ -179,7 +174,7 @@ std::vector<at::Tensor> linear_infsa_forward_cuda(const at::Tensor& q, const at:
         using acc_t = at::acc_type<scalar_t, true>;
         const size_t smem = ((kWarps + 1) * d + kWarps) * sizeof(acc_t);
         linear_infsa_forward_kernel<scalar_t, acc_t>
-            <<<B * H, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+            <<<B * H, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
                 q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
                 rho.data_ptr<acc_t>(), masked ? key_padding_mask.data_ptr<bool>() : nullptr, H,
                 N, S, d, masked && N == S, static_cast<acc_t>(eps), pooled.data_ptr<acc_t>(),
@@ -195,7 +190,7 @@ std::vector<at::Tensor> linear_infsa_backward_cuda(
     const at::Tensor& v, const at::Tensor& rho, const at::Tensor& key_padding_mask,
     const at::Tensor& central, const at::Tensor& energy_sum, const at::Tensor& score_sum,
     double eps) {
-  const at::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), S = k.size(2), d = q.size(3);
   const bool masked = key_padding_mask.defined();
   auto grad_q = at::empty_like(q), grad_k = at::empty_like(k), grad_v = at::empty_like(v);
@@ -207,7 +202,7 @@ std::vector<at::Tensor> linear_infsa_backward_cuda(
         using acc_t = at::acc_type<scalar_t, true>;
         const size_t smem = ((kWarps + 3) * d + kWarps) * sizeof(acc_t);
         linear_infsa_backward_kernel<scalar_t, acc_t>
-            <<<B * H, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+            <<<B * H, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
                 grad_pooled.data_ptr<acc_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
                 v.data_ptr<scalar_t>(), rho.data_ptr<acc_t>(),
                 masked ? key_padding_mask.data_ptr<bool>() : nullptr, central.data_ptr<acc_t>(),

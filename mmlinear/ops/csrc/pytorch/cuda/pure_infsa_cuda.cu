@@ -32,7 +32,7 @@ __global__ void pure_infsa_forward_kernel(const scalar_t* __restrict__ q,
                                           const bool* __restrict__ mask, int H, int N, int S,
                                           int d, bool mask_queries, acc_t* unnormalised,
                                           acc_t* row_sq) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* k_tile = reinterpret_cast<acc_t*>(smem_raw);
   acc_t* v_tile = k_tile + kTile * d;
   bool* valid = reinterpret_cast<bool*>(v_tile + kTile * d);
@@ -81,7 +81,7 @@ __global__ void pure_infsa_backward_q_kernel(
     const bool* __restrict__ mask, const acc_t* __restrict__ coef,
     const acc_t* __restrict__ norm_coef, int H, int N, int S, int d, bool mask_queries,
     scalar_t* grad_q, acc_t* row_grad_c) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* k_tile = reinterpret_cast<acc_t*>(smem_raw);
   acc_t* v_tile = k_tile + kTile * d;
   bool* valid = reinterpret_cast<bool*>(v_tile + kTile * d);
@@ -136,7 +136,7 @@ __global__ void pure_infsa_backward_kv_kernel(
     const bool* __restrict__ mask, const acc_t* __restrict__ coef,
     const acc_t* __restrict__ norm_coef, int H, int N, int S, int d, bool mask_queries,
     scalar_t* grad_k, scalar_t* grad_v) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* q_tile = reinterpret_cast<acc_t*>(smem_raw);
   acc_t* go_tile = q_tile + kTile * d;
   bool* valid = reinterpret_cast<bool*>(go_tile + kTile * d);
@@ -215,7 +215,7 @@ size_t tile_smem(int64_t d) {
 std::vector<at::Tensor> pure_infsa_forward_cuda(const at::Tensor& q, const at::Tensor& k,
                                                 const at::Tensor& v, const at::Tensor& rho,
                                                 const at::Tensor& key_padding_mask, double eps) {
-  const at::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), S = k.size(2), d = q.size(3);
   const bool masked = key_padding_mask.defined();
   auto unnormalised = at::empty({B, H, N, d}, q.options().dtype(rho.scalar_type()));
@@ -228,7 +228,7 @@ std::vector<at::Tensor> pure_infsa_forward_cuda(const at::Tensor& q, const at::T
           DISPATCH_HEAD_DIM(d, [&] {
             const dim3 grid((N + kRows - 1) / kRows, B * H);
             pure_infsa_forward_kernel<scalar_t, acc_t, MAXD>
-                <<<grid, kRows, tile_smem<acc_t>(d), at::cuda::getCurrentCUDAStream()>>>(
+                <<<grid, kRows, tile_smem<acc_t>(d), c10::cuda::getCurrentCUDAStream()>>>(
                     q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
                     masked ? key_padding_mask.data_ptr<bool>() : nullptr, H, N, S, d,
                     masked && N == S, unnormalised.data_ptr<acc_t>(), row_sq.data_ptr<acc_t>());
@@ -248,7 +248,7 @@ std::vector<at::Tensor> pure_infsa_backward_cuda(const at::Tensor& grad_out, con
                                                  const at::Tensor& key_padding_mask,
                                                  const at::Tensor& fro_norm,
                                                  const at::Tensor& out_dot, double eps) {
-  const at::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), S = k.size(2), d = q.size(3);
   const bool masked = key_padding_mask.defined();
   auto denom = fro_norm + eps;
@@ -264,7 +264,7 @@ std::vector<at::Tensor> pure_infsa_backward_cuda(const at::Tensor& grad_out, con
         "pure_infsa_backward_cuda", [&] {
           using acc_t = at::acc_type<scalar_t, true>;
           const bool* mask_ptr = masked ? key_padding_mask.data_ptr<bool>() : nullptr;
-          auto stream = at::cuda::getCurrentCUDAStream();
+          auto stream = c10::cuda::getCurrentCUDAStream();
           DISPATCH_HEAD_DIM(d, [&] {
             if (N > 0) {
               pure_infsa_backward_q_kernel<scalar_t, acc_t, MAXD>

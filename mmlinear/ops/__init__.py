@@ -1,17 +1,15 @@
 """mmlinear ops.
 
-``linear_infsa`` and ``pure_infsa`` are the public entry points used by the layers. Their
-PyTorch references (``*_reference``) are the specification; compiled kernels
-(``mmlinear._ext``) are held to them, and the references serve wherever no kernel exists.
+``linear_infsa``, ``pure_infsa`` and ``dynamic_dwconv2d`` are the public entry points used by
+the layers: they run the compiled kernels of ``mmlinear._ext`` when it is built for the
+inputs' device and their PyTorch references (``*_reference``, the specification every kernel
+is tested against) otherwise.
 """
-from .linear_infsa import linear_infsa_key_weights, linear_infsa_reference
-from .pure_infsa import pure_infsa_reference, pure_infsa_scores
-
-# No compiled kernel is built yet, so the public ops are their references.
-linear_infsa = linear_infsa_reference
-pure_infsa = pure_infsa_reference
+from .dynamic_dwconv import dynamic_dwconv2d, dynamic_dwconv2d_reference
+from .linear_infsa import linear_infsa, linear_infsa_key_weights, linear_infsa_reference
+from .pure_infsa import pure_infsa, pure_infsa_reference, pure_infsa_scores
 
 __all__ = [
-    'linear_infsa', 'linear_infsa_reference', 'linear_infsa_key_weights', 'pure_infsa',
-    'pure_infsa_reference', 'pure_infsa_scores'
+    'dynamic_dwconv2d', 'dynamic_dwconv2d_reference', 'linear_infsa', 'linear_infsa_reference',
+    'linear_infsa_key_weights', 'pure_infsa', 'pure_infsa_reference', 'pure_infsa_scores'
 ]

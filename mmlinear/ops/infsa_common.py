@@ -1,4 +1,4 @@
-"""Input handling shared by the Pure and Linear InfSA references."""
+"""Input handling shared by the Pure and Linear InfSA ops and their references."""
 from typing import Optional, Tuple
 
 import torch
@@ -17,12 +17,18 @@ def check_infsa_inputs(q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
         key_padding_mask (Tensor, optional): (B, S) bool, True marks padding.
 
     Raises:
-        ValueError: If a shape or device does not match.
+        ValueError: If a shape, dtype or device does not match.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError('q, k and v must be 4-D (B, H, N, d), got shapes '
                          f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
     B, H, _, d = q.shape
+    if d == 0:
+        raise ValueError('the head dimension d of q, k and v must be at least 1, got 0')
+    dtypes = {q.dtype, k.dtype, v.dtype}
+    if len(dtypes) > 1 or not q.dtype.is_floating_point or not rho.dtype.is_floating_point:
+        raise ValueError('q, k and v must share one floating dtype and rho must be floating, got '
+                         f'q {q.dtype}, k {k.dtype}, v {v.dtype}, rho {rho.dtype}')
     if k.shape[:2] != (B, H) or k.shape[-1] != d or v.shape[:3] != k.shape[:3]:
         raise ValueError('expected q (B, H, N, d), k (B, H, S, d), v (B, H, S, d), got '
                          f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
@@ -50,6 +56,15 @@ def scaled_float32(q: Tensor, k: Tensor) -> Tuple[Tensor, Tensor]:
     dtype = torch.promote_types(q.dtype, torch.float32)
     scale = q.shape[-1]**-0.5
     return q.to(dtype) * scale, k.to(dtype) * scale
+
+
+def rho_vector(rho: Tensor, num_heads: int, dtype: torch.dtype) -> Tensor:
+    """Return rho as a contiguous (H,) tensor of ``dtype``, one value per head.
+
+    Broadcasting a single rho here (rather than in the kernel) lets autograd sum the per-head
+    gradients back into it.
+    """
+    return rho.to(dtype).reshape(-1).expand(num_heads).contiguous()
 
 
 def rho_per_head(rho: Tensor, num_heads: int, dtype: torch.dtype) -> Tensor:

@@ -11,7 +11,9 @@
 #   VENV            where to create the environment (default: .venv in the repo root)
 #   PYTHON          the base interpreter (default: python3.11, else python3)
 #   MMLINEAR_CACHE  where built wheels are kept (default: ~/.cache/mmlinear)
-#   MAX_JOBS        parallel compile jobs for mmcv (default: 2)
+#   MAX_JOBS        parallel compile jobs for mmcv and mmlinear._ext (default: 2)
+#   MMLINEAR_WITH_OPS  0: build no mmlinear._ext (and remove an in-tree one); the ops then
+#                   run their PyTorch references
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -29,11 +31,26 @@ fi
 
 log() { printf '[setup %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
+py="$VENV/bin/python"
+
+# mmlinear._ext is built in place, outside the stamp: ninja recompiles only the csrc files that
+# changed (seconds when none did), so an edited kernel is rebuilt by the next `make test`.
+build_ops() {
+    if [[ "${MMLINEAR_WITH_OPS:-1}" == 0 ]]; then
+        rm -f mmlinear/_ext.*.so
+        log "MMLINEAR_WITH_OPS=0: no compiled ops, the PyTorch references run"
+        return
+    fi
+    log "compiled ops mmlinear._ext (incremental)"
+    "$py" setup.py -q build_ext --inplace
+}
+
 stamp_inputs=(requirements/*.txt setup.py tools/misc/setup_env.sh)
 stamp_hash="$(cat "${stamp_inputs[@]}" 2>/dev/null | sha256sum | cut -c1-16)"
 stamp="$VENV/.mmlinear-setup-$stamp_hash"
 if [[ -f "$stamp" ]]; then
     log "environment up to date ($VENV)"
+    build_ops
     exit 0
 fi
 
@@ -54,7 +71,6 @@ if [[ ! -x "$VENV/bin/python" ]]; then
         "$PYTHON" -m venv "$VENV"
     fi
 fi
-py="$VENV/bin/python"
 # One constraints file for every pip call: torch depends on setuptools and would otherwise pull in a
 # setuptools >= 82, which has no pkg_resources and breaks the mmcv build and mmengine's 'pkg::'
 # config inheritance; the built mmcv must never be replaced by a resolver.
@@ -108,7 +124,9 @@ log "OpenMMLab toolboxes and their undeclared extras"
 pip_install -r requirements/runtime.txt -r requirements/tests.txt -r requirements/optional.txt
 
 log "mmlinear (editable)"
-pip_install --no-build-isolation --no-deps -e .
+# The extension is built by build_ops below (in place, incrementally), not a second time here.
+MMLINEAR_WITH_OPS=0 pip_install --no-build-isolation --no-deps -e .
+build_ops
 
 "$py" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, mmlinear; print("stack:", "mmcv", mmcv.__version__, "mmdet", mmdet.__version__, "mmseg", mmseg.__version__, "mmpretrain", mmpretrain.__version__)'
 rm -f "$VENV"/.mmlinear-setup-*

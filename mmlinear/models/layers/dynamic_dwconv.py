@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
+from mmlinear.ops import dynamic_dwconv2d
 from .dynamic_linear import check_tokens
 
 
@@ -13,37 +14,6 @@ def tokens_to_map(x: Tensor, hw_shape: Tuple[int, int]) -> Tensor:
     """(B, N, C) row-major tokens -> (B, C, H, W) feature map."""
     B, _, C = x.shape
     return x.transpose(1, 2).reshape(B, C, *hw_shape)
-
-
-def per_sample_depthwise_conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
-                                padding: int = 0) -> Tensor:
-    """Depthwise convolution (cross-correlation, stride 1) with a kernel per sample.
-
-    The pure-PyTorch reference: the batch is folded into the channels and one grouped
-    convolution with groups = B * C runs every (sample, channel) kernel, as the reference code.
-
-    Args:
-        x (Tensor): (B, C, H, W).
-        weight (Tensor): (B, C, k, k), the kernels of each sample.
-        bias (Tensor, optional): (C, ) shared by the samples, or (B, C).
-        padding (int): Zero padding on every side. Defaults to 0.
-
-    Returns:
-        Tensor: (B, C, H + 2 * padding - k + 1, W + 2 * padding - k + 1).
-    """
-    B, C, H, W = x.shape
-    if weight.dim() != 4 or weight.shape[:2] != (B, C) or weight.shape[2] != weight.shape[3]:
-        raise ValueError(f'weight must have shape (B, C, k, k) = ({B}, {C}, k, k), got '
-                         f'{tuple(weight.shape)}')
-    if bias is not None:
-        bias = (bias.repeat(B) if bias.dim() == 1 else bias).reshape(B * C)
-    out = F.conv2d(
-        x.reshape(1, B * C, H, W),
-        weight.reshape(B * C, 1, *weight.shape[2:]),
-        bias,
-        padding=padding,
-        groups=B * C)
-    return out.reshape(B, C, *out.shape[2:])
 
 
 class DynamicDWConv(nn.Module):
@@ -143,8 +113,7 @@ class DynamicDWConv(nn.Module):
             check_tokens(x, hw_shape, padding_mask)
             x = x.masked_fill(padding_mask[..., None], 0)
         kernels = self.predict_delta(x, hw_shape, padding_mask) + self.w.squeeze(1)
-        out = per_sample_depthwise_conv2d(
-            tokens_to_map(x, hw_shape), kernels, self.b, padding=self.kernel_size // 2)
+        out = dynamic_dwconv2d(tokens_to_map(x, hw_shape), kernels, self.b)
         return out.flatten(2).transpose(1, 2)
 
     def extra_repr(self) -> str:

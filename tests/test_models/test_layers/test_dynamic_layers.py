@@ -7,8 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from mmlinear.models.layers import (DynamicDWConv, DynamicLinear, per_sample_depthwise_conv2d,
-                                    pool_tokens_2x2)
+from mmlinear.models.layers import DynamicDWConv, DynamicLinear, pool_tokens_2x2
 
 f64 = torch.float64
 
@@ -335,23 +334,6 @@ def test_dynamic_dwconv_padding_mask_reproduces_the_unpadded_output():
     # Without the mask the padding leaks into the valid outputs (the reference behaviour).
     unmasked = layer(batch, (9, 7)).reshape(2, 9, 7, 8)
     assert (unmasked[0, :5, :4] - out[0, :5, :4]).abs().max() > 1e-3
-
-
-def test_per_sample_depthwise_conv2d():
-    torch.manual_seed(0)
-    x = torch.randn(3, 4, 6, 5, dtype=f64)
-    weight = torch.randn(3, 4, 3, 3, dtype=f64)
-    bias = torch.randn(3, 4, dtype=f64)
-    out = per_sample_depthwise_conv2d(x, weight, bias, padding=1)
-    for i in range(3):
-        torch.testing.assert_close(
-            out[i], F.conv2d(x[i:i + 1], weight[i, :, None], bias[i], padding=1, groups=4)[0])
-    shared = per_sample_depthwise_conv2d(x, weight, bias[0])
-    assert shared.shape == (3, 4, 4, 3)
-    torch.testing.assert_close(shared[2], F.conv2d(x[2:], weight[2, :, None], bias[0],
-                                                   groups=4)[0])
-    with pytest.raises(ValueError, match=r'\(B, C, k, k\) = \(3, 4, k, k\)'):
-        per_sample_depthwise_conv2d(x, weight[:2])
 
 
 def test_dynamic_dwconv_errors():

@@ -1,0 +1,27 @@
+// Small helpers shared by the C++ entry points and the CPU kernels.
+#pragma once
+
+#include <torch/extension.h>
+
+#define CHECK_CONTIGUOUS(x) \
+  TORCH_CHECK((x).is_contiguous(), #x " must be contiguous (the Python wrapper makes it so).")
+
+// The accumulation type of the CPU kernels: double for double inputs, float otherwise.
+template <typename scalar_t>
+using cpu_acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+
+// A dot product over the head dimension; a plain loop the compiler vectorises at -O3.
+template <typename acc_t, typename scalar_t>
+inline acc_t dot(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, int64_t n) {
+  acc_t sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<acc_t>(a[i]) * static_cast<acc_t>(b[i]);
+  return sum;
+}
+
+// y += alpha * x over the head dimension.
+template <typename acc_t, typename scalar_t>
+inline void axpy(acc_t alpha, const scalar_t* __restrict__ x, acc_t* __restrict__ y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * static_cast<acc_t>(x[i]);
+}

@@ -1,0 +1,268 @@
+"""Compiled kernels vs PyTorch references: time and peak memory of every op, side by side.
+
+For each op and size, both implementations run forward and forward+backward; the table
+shows the median time of ``--repeats`` runs after ``--warmup`` runs, the peak memory of one
+forward+backward, and the ratios reference / kernel (above 1: the kernel is better).
+
+Peak memory is measured soundly per case: every (op, implementation, size) runs in a fresh
+subprocess that creates its inputs, then records
+- CPU: the growth of the peak resident set size (``ru_maxrss``) over the resident set after
+  the inputs exist, during one forward+backward (large tensors are mmap-ed by the allocator
+  and returned on free, so RSS follows the live tensors);
+- CUDA: ``torch.cuda.max_memory_allocated`` minus the memory allocated before the call.
+Inputs and the output gradient are excluded; outputs, saved activations and input gradients
+count. Pure InfSA's reference materialises (B, H, N, N) scores and is skipped above
+``--max-ref-gib`` of estimated memory (printed as ``skipped (N^2 = X GiB)``).
+
+Example::
+
+    python tools/analysis_tools/benchmark_ops.py --device cpu --out work_dirs/benchmark_ops
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+# Sizes per device: (B, H, d) or (B, C, k) and the list of N (tokens; H * W for the conv).
+PRESETS = {
+    'cpu': {
+        'linear_infsa': dict(shape=(2, 16, 64), sizes=[1024, 4096, 16384, 65536]),
+        'pure_infsa': dict(shape=(1, 2, 64), sizes=[1024, 2048, 4096, 8192]),
+        'dynamic_dwconv2d': dict(shape=(8, 128, 3), sizes=[32 * 32, 64 * 64, 128 * 128]),
+    },
+    'cuda': {
+        'linear_infsa': dict(shape=(2, 16, 64), sizes=[1024, 4096, 16384, 65536, 262144]),
+        'pure_infsa': dict(shape=(2, 16, 64), sizes=[1024, 2048, 4096, 8192, 16384]),
+        'dynamic_dwconv2d': dict(shape=(32, 256, 3), sizes=[32 * 32, 64 * 64, 128 * 128]),
+    },
+}
+IMPLS = ('kernel', 'reference')
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
+    parser.add_argument('--ops', nargs='+', default=list(PRESETS['cpu']),
+                        choices=list(PRESETS['cpu']))
+    parser.add_argument('--dtype', default='float32', choices=('float32', 'float16', 'bfloat16'))
+    parser.add_argument('--repeats', type=int, default=5, help='timed runs per case')
+    parser.add_argument('--warmup', type=int, default=1, help='untimed runs per case')
+    parser.add_argument('--max-ref-gib', type=float, default=8.,
+                        help='skip pure_infsa references whose N^2 scores need more')
+    parser.add_argument('--sizes', type=int, nargs='+',
+                        help='override the N of every op (tokens; H * W for the conv)')
+    parser.add_argument('--out', default='work_dirs/benchmark_ops',
+                        help='folder for benchmark_ops.json and benchmark_ops.png')
+    parser.add_argument('--worker', help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
+    """Inputs and the function to run for one case."""
+    import torch
+
+    import mmlinear.ops as ops
+    fn = getattr(ops, op if impl == 'kernel' else f'{op}_reference')
+    g = torch.Generator().manual_seed(0)
+    if op == 'dynamic_dwconv2d':
+        B, C, k = shape
+        side = int(round(n**0.5))
+        inputs = [
+            torch.randn(B, C, side, side, generator=g),
+            torch.randn(B, C, k, k, generator=g) * 0.1,
+            torch.randn(C, generator=g)
+        ]
+        inputs = [t.to(device=device, dtype=dtype) for t in inputs]
+    else:
+        B, H, d = shape
+        inputs = [torch.randn(B, H, n, d, generator=g).to(device=device, dtype=dtype)
+                  for _ in range(3)]
+        inputs.append(torch.rand(H, device=device))  # rho stays float32, as the layer's
+    for t in inputs:
+        t.requires_grad_()
+    return fn, inputs
+
+
+def run_worker(spec: Dict) -> Dict:
+    """Measure one (op, impl, size) case in this (fresh) process."""
+    import torch
+    device, dtype = spec['device'], getattr(torch, spec['dtype'])
+    # One tiny forward+backward first, so that loading the extension and lazily initialised
+    # libraries (thread pools, BLAS) are not counted as the op's memory.
+    fn, inputs = make_case(spec['op'], spec['impl'], tuple(spec['shape']), 16, device, dtype)
+    fn(*inputs).sum().backward()
+    fn, inputs = make_case(spec['op'], spec['impl'], tuple(spec['shape']), spec['n'], device,
+                           dtype)
+    # Every op's output has the shape of its first input; no call before the measurement.
+    grad = torch.randn_like(inputs[0])
+    cuda = device == 'cuda'
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    def forward():
+        with torch.no_grad():
+            fn(*inputs)
+
+    def forward_backward():
+        out = fn(*inputs)
+        out.backward(grad)
+        for t in inputs:
+            t.grad = None
+
+    # Peak memory of one forward+backward, before any timing run can raise the peak.
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        forward_backward()
+        sync()
+        peak = torch.cuda.max_memory_allocated() - base
+    else:
+        with open('/proc/self/statm') as f:
+            base = int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+        forward_backward()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    result = {'peak_bytes': max(peak, 0)}
+    for mode, step in (('fwd', forward), ('fwd_bwd', forward_backward)):
+        for _ in range(spec['warmup']):
+            step()
+        times = []
+        for _ in range(spec['repeats']):
+            sync()
+            start = time.perf_counter()
+            step()
+            sync()
+            times.append(time.perf_counter() - start)
+        result[f'{mode}_s'] = statistics.median(times)
+    return result
+
+
+def reference_skip_reason(op: str, shape: tuple, n: int, limit_gib: float) -> Optional[str]:
+    """Pure InfSA's reference holds several (B, H, N, N) float32 matrices in its backward."""
+    if op != 'pure_infsa':
+        return None
+    gib = shape[0] * shape[1] * n * n * 4 / 2**30
+    if 4 * gib > limit_gib:
+        return f'skipped (N^2 = {gib:.1f} GiB)'
+    return None
+
+
+def run_case(spec: Dict) -> Dict:
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        os.getenv('PYTHONPATH')]))}
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker',
+                           json.dumps(spec)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return {'error': proc.stderr.strip().splitlines()[-1] if proc.stderr else 'failed'}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fmt_time(seconds: Optional[float]) -> str:
+    return '-' if seconds is None else f'{seconds * 1e3:10.2f}'
+
+
+def fmt_mib(num_bytes: Optional[float]) -> str:
+    return '-' if num_bytes is None else f'{num_bytes / 2**20:9.1f}'
+
+
+def ratio(ref: Optional[float], kernel: Optional[float]) -> str:
+    if ref is None or kernel is None or kernel <= 0:
+        return '-'
+    return f'{ref / kernel:6.2f}x'
+
+
+def print_table(rows: List[Dict]) -> None:
+    header = (f'{"op":<17}{"N":>7} | {"fwd ms ref":>10} {"kernel":>10} {"ratio":>7} | '
+              f'{"f+b ms ref":>10} {"kernel":>10} {"ratio":>7} | {"peak MiB ref":>12} '
+              f'{"kernel":>9} {"ratio":>7}')
+    print(header)
+    print('-' * len(header))
+    for row in rows:
+        ref, ker = row['reference'], row['kernel']
+        if 'skipped' in ref or 'error' in ref:
+            note = ref.get('skipped') or f'error: {ref["error"]}'
+            print(f'{row["op"]:<17}{row["n"]:>7} | {"":>10} {fmt_time(ker.get("fwd_s")):>10} '
+                  f'{"":>7} | {"":>10} {fmt_time(ker.get("fwd_bwd_s")):>10} {"":>7} | '
+                  f'{"":>12} {fmt_mib(ker.get("peak_bytes")):>9}  reference {note}')
+            continue
+        print(f'{row["op"]:<17}{row["n"]:>7} | {fmt_time(ref.get("fwd_s")):>10} '
+              f'{fmt_time(ker.get("fwd_s")):>10} {ratio(ref.get("fwd_s"), ker.get("fwd_s")):>7} | '
+              f'{fmt_time(ref.get("fwd_bwd_s")):>10} {fmt_time(ker.get("fwd_bwd_s")):>10} '
+              f'{ratio(ref.get("fwd_bwd_s"), ker.get("fwd_bwd_s")):>7} | '
+              f'{fmt_mib(ref.get("peak_bytes")):>12} {fmt_mib(ker.get("peak_bytes")):>9} '
+              f'{ratio(ref.get("peak_bytes"), ker.get("peak_bytes")):>7}')
+
+
+def plot(rows: List[Dict], path: str) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    ops = sorted({row['op'] for row in rows})
+    fig, axes = plt.subplots(2, len(ops), figsize=(5 * len(ops), 8), squeeze=False)
+    for col, op in enumerate(ops):
+        op_rows = [row for row in rows if row['op'] == op]
+        for impl, style in (('kernel', '-o'), ('reference', '--s')):
+            pts = [(r['n'], r[impl]) for r in op_rows if 'fwd_bwd_s' in r[impl]]
+            ns = [n for n, _ in pts]
+            axes[0][col].plot(ns, [m['fwd_bwd_s'] * 1e3 for _, m in pts], style, label=impl)
+            axes[1][col].plot(ns, [m['peak_bytes'] / 2**20 for _, m in pts], style, label=impl)
+        axes[0][col].set_title(f'{op}: forward+backward')
+        axes[0][col].set_ylabel('ms')
+        axes[1][col].set_ylabel('peak MiB')
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_xscale('log', base=2)
+            ax.set_yscale('log')
+            ax.set_xlabel('N')
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(run_worker(json.loads(args.worker))))
+        return
+    cases = []
+    for op in args.ops:
+        preset = PRESETS[args.device][op]
+        for n in args.sizes or preset['sizes']:
+            cases.append((op, tuple(preset['shape']), n))
+    total = len(cases) * len(IMPLS)
+    rows, done, start = [], 0, time.time()
+    print(f'{total} measurements on {args.device} ({args.dtype}), each in a fresh process')
+    for op, shape, n in cases:
+        row = {'op': op, 'n': n, 'shape': shape}
+        for impl in IMPLS:
+            skip = reference_skip_reason(op, shape, n, args.max_ref_gib) if impl == 'reference' \
+                else None
+            spec = dict(op=op, impl=impl, shape=shape, n=n, device=args.device,
+                        dtype=args.dtype, repeats=args.repeats, warmup=args.warmup)
+            row[impl] = {'skipped': skip} if skip else run_case(spec)
+            done += 1
+            elapsed = time.time() - start
+            eta = elapsed / done * (total - done)
+            print(f'[{done}/{total}] {op} N={n} {impl}: '
+                  f'{skip or row[impl].get("error") or "%.1f ms f+b" % (row[impl]["fwd_bwd_s"] * 1e3)}'
+                  f' (elapsed {elapsed:.0f} s, ETA {eta:.0f} s)', flush=True)
+        rows.append(row)
+    print()
+    print_table(rows)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, 'benchmark_ops.json'), 'w') as f:
+        json.dump({'device': args.device, 'dtype': args.dtype, 'repeats': args.repeats,
+                   'rows': rows}, f, indent=1)
+    plot(rows, os.path.join(args.out, 'benchmark_ops.png'))
+    print(f'\nwrote {args.out}/benchmark_ops.json and benchmark_ops.png')
+
+
+if __name__ == '__main__':
+    main()

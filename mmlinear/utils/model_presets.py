@@ -8,7 +8,7 @@ whose ``model.backbone`` (or ``model``) is built.
 """
 import copy
 import os.path as osp
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
@@ -70,16 +70,20 @@ def backbone_config(model: str) -> Tuple[dict, str]:
                      f'presets {", ".join(BACKBONE_PRESETS)}')
 
 
-def build_backbone(model: str, overrides: Optional[dict] = None) -> nn.Module:
-    """Build a preset or a config's backbone with initialised (random) weights.
+def build_backbone(model: str,
+                   overrides: Optional[dict] = None,
+                   checkpoint: Optional[str] = None) -> nn.Module:
+    """Build a preset or a config's backbone, initialised and optionally loaded.
 
     Args:
         model (str): A key of ``BACKBONE_PRESETS`` or a config file path.
         overrides (dict, optional): Keys replaced in the backbone config, e.g.
             ``dict(out_type='featmap')``.
+        checkpoint (str, optional): A checkpoint of the backbone or of a whole model (its
+            ``backbone.`` keys are taken). Without it the weights are random.
 
     Returns:
-        nn.Module: The backbone, weights initialised by its ``init_weights``.
+        nn.Module: The backbone.
     """
     cfg, scope = backbone_config(model)
     cfg.update(overrides or {})
@@ -88,4 +92,35 @@ def build_backbone(model: str, overrides: Optional[dict] = None) -> nn.Module:
     backbone = MODELS.build(cfg)
     if hasattr(backbone, 'init_weights'):
         backbone.init_weights()
+    if checkpoint:
+        from mmengine.runner import CheckpointLoader
+        state = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
+        state = state.get('state_dict', state)
+        if any(key.startswith('backbone.') for key in state):
+            # A whole model's checkpoint: keep the backbone, drop neck and head.
+            state = {key[len('backbone.'):]: value for key, value in state.items()
+                     if key.startswith('backbone.')}
+        backbone.load_state_dict(state, strict=True)
     return backbone
+
+
+IMAGENET_MEAN = (123.675, 116.28, 103.53)
+IMAGENET_STD = (58.395, 57.12, 57.375)
+
+
+def input_normalization(model: str) -> Tuple[Sequence[float], Sequence[float]]:
+    """The RGB mean and std (0-255 scale) a model expects.
+
+    Args:
+        model (str): A preset (ImageNet statistics) or a config file (its
+            ``data_preprocessor`` / ``model.data_preprocessor`` mean and std, else ImageNet).
+
+    Returns:
+        tuple[Sequence[float], Sequence[float]]: mean and std.
+    """
+    if model in BACKBONE_PRESETS:
+        return IMAGENET_MEAN, IMAGENET_STD
+    import mmlinear  # noqa: F401  (registers the ``mmlinear::`` config scope)
+    cfg = Config.fromfile(model)
+    pre = cfg.model.get('data_preprocessor') or cfg.get('data_preprocessor') or {}
+    return tuple(pre.get('mean', IMAGENET_MEAN)), tuple(pre.get('std', IMAGENET_STD))

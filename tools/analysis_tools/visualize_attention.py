@@ -18,6 +18,7 @@ Example:
         --out work_dirs/attention.png
 """
 import argparse
+import io
 import os
 import os.path as osp
 from typing import List, Optional, Sequence, Tuple
@@ -111,8 +112,11 @@ def draw(images: List[np.ndarray], columns: List[Tuple[str, Tensor]], path: str,
         ax.axis('off')
     fig.tight_layout()
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=72)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=72)
     plt.close(fig)
+    # A 256-colour palette keeps the figure small enough to commit beside the docs.
+    Image.open(buffer).convert('RGB').quantize(256).save(path, optimize=True)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

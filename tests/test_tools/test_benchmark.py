@@ -39,6 +39,10 @@ def test_time_extrapolation_and_run_planning():
     assert benchmark.estimate_seconds([(100, 1.0), (200, 1.0)], 400) == pytest.approx(2.0)
     assert benchmark.estimate_seconds([(100, 1.0), (200, 100.0)], 400) == \
         pytest.approx(100 * 2**2.5)
+    # One point and the model's FLOP ratio: the ratio wins.
+    assert benchmark.estimate_seconds([(100, 2.0)], 400, flop_ratio=3.0) == pytest.approx(6.)
+    ratio = benchmark.FlopRatio('infvit-test-linear')(256, 128)
+    assert 3 < ratio < 4  # affine in N: 4x the tokens, a bit less than 4x the FLOPs
     assert benchmark.plan_runs(None, 10, 1, 3) == (1, 3)
     assert benchmark.plan_runs(2.0, 10, 1, 3) == (1, 3)   # 8 s fit in 10 s
     assert benchmark.plan_runs(4.0, 10, 1, 3) == (1, 1)   # two runs fit: warm-up + one
@@ -102,6 +106,9 @@ def test_cli_time_budget_skips_with_an_estimate(tmp_path):
                for r in rows if r['dtype'] == 'fp16')
     assert fp32[0]['throughput_img_s'] == pytest.approx(1e3 / fp32[0]['median_ms'])
     assert '[6/6]' in log and 'ETA' in log
+    table = (out / 'results.md').read_text().splitlines()
+    assert table[2].startswith('| vit-test-sdpa | fp16 | forward | 1 | skipped')
+    assert 'skipped (over time budget, est.' in table[3]
 
 
 def test_cli_rejects_unknown_models():

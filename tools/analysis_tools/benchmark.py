@@ -12,13 +12,14 @@ memory of one case cannot leak into the next:
 
 A case is timed after warm-up runs; the median of the repeats is reported. A per-case time
 budget keeps quadratic models from hanging: the time of one iteration is extrapolated from the
-previous resolutions of the same model (local log-log slope, assumed 2 with one point); a case
+previous resolutions of the same model (local log-log slope of the last two; after the first
+one, the ratio of the model's FLOPs, counted on fake tensors by ``get_flops.py``); a case
 whose single iteration would exceed the budget is recorded as skipped with that estimate, and
 otherwise warm-up, then repeats, are reduced to fit. Allocation failures are recorded as OOM;
 on the CPU ``--mem-limit-gb`` caps the worker's data segment (``RLIMIT_DATA``) so that a large
 case fails cleanly instead of pushing the machine into swap or the OOM killer.
 
-Writes ``results.json``, ``results.csv`` and ``scaling.png`` (log-log time and memory against
+Writes ``results.json``, ``results.csv``, ``results.md`` (tables) and ``scaling.png`` (log-log time and memory against
 the number of patch tokens, with the exponent fitted by least squares over the largest
 completed resolutions) to ``--out``.
 
@@ -40,7 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 DTYPES = ('fp32', 'bf16', 'fp16')
 MODES = ('forward', 'train')
@@ -190,21 +191,46 @@ def fit_exponent(tokens: Sequence[float], values: Sequence[float],
     return slope, [t for t, _ in points]
 
 
-def estimate_seconds(history: List[Tuple[int, float]], tokens: int) -> Optional[float]:
+def estimate_seconds(history: List[Tuple[int, float]], tokens: int,
+                     flop_ratio: Optional[float] = None) -> Optional[float]:
     """Extrapolated seconds of one iteration at ``tokens`` from earlier (tokens, seconds).
 
-    The local log-log slope of the last two points is used (clamped to [1, 2.5]: no backbone
-    here is sub-linear, and a noisy pair must not predict a runaway); with one point the
-    exponent 2 is assumed, the worst case of the softmax baseline.
+    With two or more points the local log-log slope of the last two is used (clamped to
+    [1, 2.5]: no backbone here is sub-linear, and a noisy pair must not predict a runaway).
+    With one point the time is scaled by ``flop_ratio`` (the model's FLOPs at ``tokens`` over
+    those at the measured point) when given, else by the square of the token ratio (the
+    worst case of the softmax baseline).
     """
     if not history:
         return None
     (t1, s1) = history[-1]
-    exponent = 2.0
     if len(history) >= 2 and history[-2][0] != t1:
         (t0, s0) = history[-2]
         exponent = min(max(math.log(s1 / s0) / math.log(t1 / t0), 1.0), 2.5)
-    return s1 * (tokens / t1)**exponent
+        return s1 * (tokens / t1)**exponent
+    if flop_ratio is not None:
+        return s1 * flop_ratio
+    return s1 * (tokens / t1)**2
+
+
+class FlopRatio:
+    """FLOP ratios between resolutions of one model (fake-tensor counts, built lazily)."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.backbone = None
+        self.flops: Dict[int, int] = {}
+
+    def __call__(self, resolution, reference) -> float:
+        from get_flops import count_flops  # a sibling script of this one
+        from mmlinear.utils.model_presets import build_backbone
+        if self.backbone is None:
+            self.backbone = build_backbone(self.model)
+            self.backbone.eval()
+        for res in (resolution, reference):
+            if res not in self.flops:
+                self.flops[res] = count_flops(self.backbone, max(_hw(res)))
+        return self.flops[resolution] / self.flops[reference]
 
 
 def plan_runs(estimate: Optional[float], budget: float, warmup: int,
@@ -251,8 +277,13 @@ def machine_info(device: str) -> dict:
     return info
 
 
-def run_grid(args: argparse.Namespace) -> List[dict]:
-    """Run every case of the grid, in increasing resolution per series."""
+def run_grid(args: argparse.Namespace,
+             on_series_done: Optional[Callable[[List[dict]], None]] = None) -> List[dict]:
+    """Run every case of the grid, in increasing resolution per series.
+
+    ``on_series_done(rows)`` is called after each series, so that a long run that is
+    interrupted keeps what it measured.
+    """
     from mmlinear.utils.progress import ProgressETA
     resolutions = sorted(args.resolutions)
     series = [(m, b, d, mode) for m in args.models for b in args.batch_sizes
@@ -262,12 +293,15 @@ def run_grid(args: argparse.Namespace) -> List[dict]:
     for model, batch, dtype, mode in series:
         history: List[Tuple[int, float]] = []  # (tokens, seconds per iteration) of this series
         stopped = None  # why larger resolutions are not run any more
+        flop_ratio, measured = FlopRatio(model), None
         for resolution in resolutions:
             tokens = num_tokens(resolution)
             row = dict(model=model, resolution=resolution, tokens=tokens, batch=batch,
                        dtype=dtype, mode=mode, device=args.device, status=OK, median_ms=None,
                        throughput_img_s=None, peak_mem_mb=None, repeats=0, warmup=0, note='')
-            estimate = estimate_seconds(history, tokens)
+            estimate = estimate_seconds(
+                history, tokens,
+                flop_ratio(resolution, measured) if len(history) == 1 else None)
             if dtype == 'fp16' and args.device == 'cpu':
                 row.update(status='skipped', note='fp16 is benchmarked on CUDA only')
             elif stopped:
@@ -292,12 +326,15 @@ def run_grid(args: argparse.Namespace) -> List[dict]:
                                peak_mem_mb=result['peak_mem_mb'],
                                throughput_img_s=batch / (result['median_ms'] / 1e3))
                     history.append((tokens, result['median_ms'] / 1e3))
+                    measured = resolution
                 else:
                     stopped = f'a smaller resolution ended with {result["status"]}'
             rows.append(row)
             shown = (f'{row["median_ms"]:.1f} ms, {row["peak_mem_mb"]:.0f} MB'
                      if row['status'] == OK else f'{row["status"]} {row["note"]}')
             progress.step(f'{model} {resolution}px b{batch} {dtype} {mode}: {shown}')
+        if on_series_done:
+            on_series_done(rows)
     return rows
 
 
@@ -351,6 +388,35 @@ def plot(rows: List[dict], fits: List[dict], path: str, title: str) -> None:
     plt.close(fig)
 
 
+def markdown_tables(rows: List[dict], fits: List[dict]) -> str:
+    """Latency / peak-memory table (series x resolution) and the fitted exponents, markdown."""
+    resolutions = sorted({r['resolution'] for r in rows}, key=num_tokens)
+    lines = ['| model | dtype | mode | batch | ' + ' | '.join(
+        f'{r}px ({num_tokens(r):,} tok)' for r in resolutions) + ' |',
+        '|---|---|---|---|' + '---|' * len(resolutions)]
+    for fit in fits:
+        key = (fit['model'], fit['batch'], fit['dtype'], fit['mode'])
+        cells = []
+        for resolution in resolutions:
+            row = next((r for r in rows if r['resolution'] == resolution and
+                        (r['model'], r['batch'], r['dtype'], r['mode']) == key), None)
+            if row is None:
+                cells.append('')
+            elif row['status'] == OK:
+                cells.append(f'{row["median_ms"]:,.0f} ms / {row["peak_mem_mb"]:,.0f} MB')
+            else:
+                cells.append(row['status'] + (f' ({row["note"]})' if row['note'] else ''))
+        lines.append(f'| {key[0]} | {key[2]} | {key[3]} | {key[1]} | ' + ' | '.join(cells) +
+                     ' |')
+    lines += ['', '| model | dtype | mode | batch | time exponent | memory exponent | '
+              'fitted over N = |', '|---|---|---|---|---|---|---|']
+    for fit in fits:
+        lines.append(f'| {fit["model"]} | {fit["dtype"]} | {fit["mode"]} | {fit["batch"]} | '
+                     f'{fit["time_exponent"]:.2f} | {fit["memory_exponent"]:.2f} | '
+                     f'{", ".join(f"{t:,}" for t in fit["fit_tokens"])} |')
+    return '\n'.join(lines) + '\n'
+
+
 def write_outputs(rows: List[dict], fits: List[dict], args: argparse.Namespace,
                   info: Dict) -> None:
     os.makedirs(args.out, exist_ok=True)
@@ -363,6 +429,8 @@ def write_outputs(rows: List[dict], fits: List[dict], args: argparse.Namespace,
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
         writer.writeheader()
         writer.writerows(rows)
+    with open(osp.join(args.out, 'results.md'), 'w') as f:
+        f.write(markdown_tables(rows, fits))
     title = (f'{args.device}, {info.get("cpu", "")} ({args.threads} threads), '
              f'{info["date"]}; slope = least squares over the largest {args.fit_last} points')
     plot(rows, fits, osp.join(args.out, 'scaling.png'), title)
@@ -425,15 +493,18 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     info = machine_info(args.device)
     print(f'{info["date"]}: {info["cpu"]}, {args.threads} threads, load average '
           f'{" ".join(f"{x:.2f}" for x in info["load_average"])}', flush=True)
-    rows = run_grid(args)
-    info['load_average_after'] = list(os.getloadavg())
+
+    def save(rows: List[dict]) -> None:
+        info['load_average_after'] = list(os.getloadavg())
+        write_outputs(rows, summarize_fits(rows, args.fit_last), args, info)
+
+    rows = run_grid(args, on_series_done=save)
     fits = summarize_fits(rows, args.fit_last)
-    write_outputs(rows, fits, args, info)
     for fit in fits:
         print(f'{fit["model"]} b{fit["batch"]} {fit["dtype"]} {fit["mode"]}: time exponent '
               f'{fit["time_exponent"]:.2f}, memory exponent {fit["memory_exponent"]:.2f} '
               f'(fitted over N = {fit["fit_tokens"]})')
-    print(f'wrote {args.out}/results.json, results.csv and scaling.png')
+    print(f'wrote {args.out}/results.json, results.csv, results.md and scaling.png')
 
 
 if __name__ == '__main__':

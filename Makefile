@@ -46,7 +46,7 @@ bench-scaling: setup
 
 bench-9216: setup
 	@$(PY) tools/analysis_tools/benchmark.py --models infvit-4l-linear --resolutions 9216 \
-		--warmup 0 --repeats 1 --time-budget 3600 --worker-timeout 3000 --mem-limit-gb 22 \
+		--dtypes fp32 bf16 --warmup 0 --repeats 1 --time-budget 3600 --worker-timeout 3000 --mem-limit-gb 22 \
 		--threads 2 --out $(BENCH_OUT)/linear_9216
 
 bench-flops: setup

@@ -46,3 +46,47 @@ gpu-check:
 
 clean:
 	rm -rf work_dirs
+
+# Benchmarks of docs/benchmarks.md (CPU, about 25 minutes on an idle 2-core machine): speed
+# and memory vs resolution, the 9216 x 9216 Linear-InfViT-4L inference, FLOPs, attention maps
+# and attention quality (the last two use the classifier that `make demo` trains).
+BENCH_OUT ?= work_dirs/bench
+BENCH_MODELS := infvit-4l-linear infvit-4l-pure infvit-4l-softmax vit-4l-sdpa weightformer-t deit-t-sdpa
+DEMO_CLS := work_dirs/demo/infvit-demo-linear_shapes-cls
+
+.PHONY: bench bench-scaling bench-9216 bench-flops bench-attention
+
+bench: bench-flops bench-scaling bench-9216 bench-attention
+
+bench-scaling: setup
+	@$(PY) tools/analysis_tools/benchmark.py --models $(BENCH_MODELS) \
+		--resolutions 224 448 896 1344 1792 2688 4096 --time-budget 60 --mem-limit-gb 16 \
+		--threads 2 --out $(BENCH_OUT)/scaling
+	cp $(BENCH_OUT)/scaling/scaling.png docs/benchmark_scaling_cpu.png
+
+bench-9216: setup
+	@$(PY) tools/analysis_tools/benchmark.py --models infvit-4l-linear --resolutions 9216 \
+		--dtypes fp32 bf16 --warmup 0 --repeats 1 --time-budget 3600 --worker-timeout 3000 --mem-limit-gb 22 \
+		--threads 2 --out $(BENCH_OUT)/linear_9216
+
+bench-flops: setup
+	@$(PY) tools/analysis_tools/get_flops.py --models $(BENCH_MODELS) \
+		--resolutions 224 512 1024 1248 2048 4096 9216 --out $(BENCH_OUT)/flops.md
+
+bench-attention: data
+	@test -f $(DEMO_CLS)/last_checkpoint || { echo 'run make demo first: it trains the classifier used here'; exit 1; }
+	@$(PY) tools/analysis_tools/visualize_attention.py \
+		--models configs/demo/infvit-demo-linear_shapes-cls.py infvit-demo-pure \
+		infvit-demo-softmax weightformer-test \
+		--checkpoints $$(cat $(DEMO_CLS)/last_checkpoint) none none none \
+		--images data/shapes/coco/images/val --max-images 3 --img-size 64 \
+		--out docs/attention_maps.png
+	@$(PY) tools/analysis_tools/eval_attention_quality.py \
+		configs/demo/infvit-demo-linear_shapes-cls.py --checkpoint $$(cat $(DEMO_CLS)/last_checkpoint) \
+		--images data/shapes/coco/images/val --boxes data/shapes/coco/annotations/instances_val.json \
+		--img-size 64 --out $(BENCH_OUT)/quality_trained
+	@$(PY) tools/analysis_tools/eval_attention_quality.py \
+		configs/demo/infvit-demo-linear_shapes-cls.py \
+		--images data/shapes/coco/images/val --boxes data/shapes/coco/annotations/instances_val.json \
+		--img-size 64 --out $(BENCH_OUT)/quality_random
+	cp $(BENCH_OUT)/quality_trained/curves.png docs/attention_quality_curves.png

@@ -1,0 +1,105 @@
+"""Per-patch saliency maps from a backbone's attention, for visualisation and evaluation.
+
+Two sources are understood:
+
+- A backbone with ``forward_attention_maps(x, **kwargs)`` (InfViT; VECA is expected to follow
+  the same contract) returning one entry per layer whose last axis runs over the keys, the
+  patch tokens last: (B, H, S) key weights (Linear-InfSA's ``a``) or (B, H, Q, S) attention
+  rows (Pure InfSA, softmax, VECA's core-to-token attention). The saliency of a patch is the
+  weight it receives, averaged over the heads and over the query rows (``query='mean'``, the
+  quadratic analogue of Linear-InfSA's global key distribution) or taken from the first
+  query row (``query='first'``, the CLS row of a ViT or the first core).
+- A backbone with :class:`~mmlinear.models.layers.DynamicDWConv` layers (WeightFormer): the
+  response of the dynamic depthwise convolution, i.e. the channel L2 norm of its output at
+  every token, captured with forward hooks (the backbone has no attention matrix).
+"""
+from typing import List, Tuple
+
+import torch
+from torch import Tensor, nn
+
+QUERY_MODES = ('mean', 'first')
+
+
+def patch_grid(backbone: nn.Module, image_hw: Tuple[int, int]) -> Tuple[int, int]:
+    """The patch-token grid of an input (patch embeddings pad to whole patches)."""
+    patch = getattr(backbone, 'patch_size', 16)
+    return -(-image_hw[0] // patch), -(-image_hw[1] // patch)
+
+
+def _attention_saliency(backbone: nn.Module, x: Tensor, layer: int, query: str,
+                        **forward_kwargs) -> Tensor:
+    maps = backbone.forward_attention_maps(x, **forward_kwargs)
+    if not -len(maps) <= layer < len(maps):
+        raise ValueError(f'layer must lie in [{-len(maps)}, {len(maps) - 1}] for this '
+                         f'backbone, got {layer}')
+    weights = maps[layer]
+    if weights is None:
+        raise ValueError(f'layer {layer} has no attention weights (e.g. attn_type none)')
+    h, w = patch_grid(backbone, x.shape[-2:])
+    patches = weights[..., -h * w:].float()  # the patch tokens come after any extra tokens
+    if patches.ndim == 4:
+        patches = patches.mean(2) if query == 'mean' else patches[:, :, 0]
+    elif patches.ndim != 3:
+        raise ValueError(f'attention maps must be (B, H, S) or (B, H, Q, S), got '
+                         f'{tuple(weights.shape)}')
+    return patches.mean(1).reshape(x.shape[0], h, w)
+
+
+def _dynamic_conv_saliency(backbone: nn.Module, x: Tensor, layer: int) -> Tensor:
+    from mmlinear.models.layers.dynamic_dwconv import DynamicDWConv
+    convs = [m for m in backbone.modules() if isinstance(m, DynamicDWConv)]
+    if not -len(convs) <= layer < len(convs):
+        raise ValueError(f'layer must lie in [{-len(convs)}, {len(convs) - 1}] (the backbone '
+                         f'has {len(convs)} dynamic convolutions), got {layer}')
+    captured: List[Tensor] = []
+
+    def hook(module: nn.Module, args: tuple, output: Tensor) -> None:
+        hw_shape = args[1]
+        captured.append(output.float().norm(dim=-1).reshape(output.shape[0], *hw_shape))
+
+    handle = convs[layer].register_forward_hook(hook)
+    try:
+        backbone(x)
+    finally:
+        handle.remove()
+    return captured[0]
+
+
+@torch.no_grad()
+def attention_saliency(backbone: nn.Module,
+                       x: Tensor,
+                       layer: int = -1,
+                       query: str = 'mean',
+                       **forward_kwargs) -> Tensor:
+    """Saliency of every patch token of ``x`` according to ``backbone``.
+
+    Args:
+        backbone (nn.Module): InfViT-like (``forward_attention_maps``) or WeightFormer-like
+            (dynamic depthwise convolutions).
+        x (Tensor): (B, 3, H, W) normalised images.
+        layer (int): Which attention layer (or dynamic convolution); negative counts from
+            the end. Defaults to -1.
+        query (str): 'mean' or 'first', see the module docstring. Defaults to 'mean'.
+        **forward_kwargs: Passed to ``forward_attention_maps`` (e.g. ``active_cores``).
+
+    Returns:
+        Tensor: (B, ceil(H / p), ceil(W / p)) float saliency, larger is more salient.
+
+    Raises:
+        TypeError: If the backbone offers neither source.
+    """
+    if query not in QUERY_MODES:
+        raise ValueError(f'unknown query {query!r}; allowed: {", ".join(QUERY_MODES)}')
+    was_training = backbone.training
+    backbone.eval()
+    try:
+        if hasattr(backbone, 'forward_attention_maps'):
+            return _attention_saliency(backbone, x, layer, query, **forward_kwargs)
+        from mmlinear.models.layers.dynamic_dwconv import DynamicDWConv
+        if any(isinstance(m, DynamicDWConv) for m in backbone.modules()):
+            return _dynamic_conv_saliency(backbone, x, layer)
+    finally:
+        backbone.train(was_training)
+    raise TypeError(f'{type(backbone).__name__} has neither forward_attention_maps nor '
+                    f'dynamic depthwise convolutions to read a saliency map from')

@@ -1,0 +1,126 @@
+"""Named backbone presets and config files, built the same way by every analysis tool.
+
+The benchmark, FLOP counter, attention visualiser and elastic sweep all take a model as either
+a preset name of ``BACKBONE_PRESETS`` (the three mmlinear backbones and the softmax ViT
+baselines of matching width and depth, taken from mmpretrain so that the baseline is the
+toolbox's own ViT with PyTorch's scaled-dot-product attention) or the path of a config file,
+whose ``model.backbone`` (or ``model``) is built.
+"""
+import copy
+import os.path as osp
+from typing import Dict, Optional, Sequence, Tuple
+
+from mmengine.config import Config
+from mmengine.registry import MODELS, init_default_scope
+from torch import nn
+
+# Width and depth of the InfViT-4L preset, for its matched mmpretrain softmax baseline.
+_VIT_4L = dict(embed_dims=1024, num_layers=4, num_heads=16, feedforward_channels=4096)
+_VIT_TEST = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+
+
+def _infvit(arch: str, attn_type: str) -> dict:
+    return dict(type='mmlinear.InfViT', arch=arch, attn_type=attn_type)
+
+
+def _mmpretrain_vit(arch) -> dict:
+    return dict(type='mmpretrain.VisionTransformer', arch=arch, img_size=224, patch_size=16)
+
+
+BACKBONE_PRESETS: Dict[str, dict] = {
+    **{f'infvit-{size}-{attn}': _infvit(f'infvit-{size}', attn)
+       for size in ('4l', '24l', 'demo', 'test') for attn in ('linear', 'pure', 'softmax')},
+    **{f'weightformer-{arch}': dict(type='mmlinear.WeightFormer', arch=arch)
+       for arch in ('t', 's', 'b')},
+    'weightformer-test': dict(
+        type='mmlinear.WeightFormer',
+        arch=dict(embed_dims=32, num_layers=4, feedforward_channels=64)),
+    **{f'veca-{arch}': dict(type='mmlinear.VECA', arch=arch)
+       for arch in ('small', 'splus', 'base', 'large')},
+    # Softmax baselines: mmpretrain's ViT, whose attention is F.scaled_dot_product_attention.
+    'vit-4l-sdpa': _mmpretrain_vit(_VIT_4L),
+    'vit-test-sdpa': _mmpretrain_vit(_VIT_TEST),
+    'deit-t-sdpa': _mmpretrain_vit('deit-tiny'),
+    'deit-s-sdpa': _mmpretrain_vit('deit-small'),
+}
+
+
+def backbone_config(model: str) -> Tuple[dict, str]:
+    """The backbone config of a preset name or a config file, and the scope to build it in.
+
+    Args:
+        model (str): A key of ``BACKBONE_PRESETS`` or the path of a config file (``.py``)
+            whose ``model.backbone`` (or ``model`` when it has no backbone) is taken.
+
+    Returns:
+        tuple[dict, str]: A copy of the backbone config and the default scope
+        ('mmpretrain' for presets, the config's ``default_scope`` otherwise).
+
+    Raises:
+        ValueError: If ``model`` is neither a preset nor an existing config file.
+    """
+    if model in BACKBONE_PRESETS:
+        return copy.deepcopy(BACKBONE_PRESETS[model]), 'mmpretrain'
+    if model.endswith('.py') and osp.isfile(model):
+        import mmlinear  # noqa: F401  (registers the ``mmlinear::`` config scope)
+        cfg = Config.fromfile(model)
+        model_cfg = cfg.model.get('backbone', cfg.model)
+        return copy.deepcopy(dict(model_cfg)), cfg.get('default_scope', 'mmpretrain')
+    raise ValueError(f'unknown model {model!r}: give a config file path or one of the '
+                     f'presets {", ".join(BACKBONE_PRESETS)}')
+
+
+def build_backbone(model: str,
+                   overrides: Optional[dict] = None,
+                   checkpoint: Optional[str] = None) -> nn.Module:
+    """Build a preset or a config's backbone, initialised and optionally loaded.
+
+    Args:
+        model (str): A key of ``BACKBONE_PRESETS`` or a config file path.
+        overrides (dict, optional): Keys replaced in the backbone config, e.g.
+            ``dict(out_type='featmap')``.
+        checkpoint (str, optional): A checkpoint of the backbone or of a whole model (its
+            ``backbone.`` keys are taken). Without it the weights are random.
+
+    Returns:
+        nn.Module: The backbone.
+    """
+    cfg, scope = backbone_config(model)
+    cfg.update(overrides or {})
+    import mmlinear.models  # noqa: F401  (registers the mmlinear backbones)
+    init_default_scope(scope)
+    backbone = MODELS.build(cfg)
+    if hasattr(backbone, 'init_weights'):
+        backbone.init_weights()
+    if checkpoint:
+        from mmengine.runner import CheckpointLoader
+        state = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
+        state = state.get('state_dict', state)
+        if any(key.startswith('backbone.') for key in state):
+            # A whole model's checkpoint: keep the backbone, drop neck and head.
+            state = {key[len('backbone.'):]: value for key, value in state.items()
+                     if key.startswith('backbone.')}
+        backbone.load_state_dict(state, strict=True)
+    return backbone
+
+
+IMAGENET_MEAN = (123.675, 116.28, 103.53)
+IMAGENET_STD = (58.395, 57.12, 57.375)
+
+
+def input_normalization(model: str) -> Tuple[Sequence[float], Sequence[float]]:
+    """The RGB mean and std (0-255 scale) a model expects.
+
+    Args:
+        model (str): A preset (ImageNet statistics) or a config file (its
+            ``data_preprocessor`` / ``model.data_preprocessor`` mean and std, else ImageNet).
+
+    Returns:
+        tuple[Sequence[float], Sequence[float]]: mean and std.
+    """
+    if model in BACKBONE_PRESETS:
+        return IMAGENET_MEAN, IMAGENET_STD
+    import mmlinear  # noqa: F401  (registers the ``mmlinear::`` config scope)
+    cfg = Config.fromfile(model)
+    pre = cfg.model.get('data_preprocessor') or cfg.get('data_preprocessor') or {}
+    return tuple(pre.get('mean', IMAGENET_MEAN)), tuple(pre.get('std', IMAGENET_STD))

@@ -1,0 +1,33 @@
+import json
+import os.path as osp
+
+import pytest
+from analysis_tools_loader import load_tool
+
+import mmlinear.models  # noqa: F401
+from mmlinear.registry import MODELS
+
+elastic_sweep = load_tool('elastic_sweep')
+needs_veca = pytest.mark.skipif(MODELS.get('VECA') is None, reason='VECA not in this tree')
+
+
+def test_budgets_must_be_chunks_of_eight():
+    assert elastic_sweep.check_budgets([64, 8, 32, 8], 64) == [8, 32, 64]
+    with pytest.raises(ValueError, match=r'multiples of 8 in \[8, 64\], got \[12, 72, 0\]'):
+        elastic_sweep.check_budgets([12, 72, 0, 16], 64)
+
+
+@needs_veca
+def test_sweep_writes_loss_and_latency_per_budget(tiny_data, tmp_path):
+    out = tmp_path / 'elastic'
+    elastic_sweep.main([
+        'veca-small', '--images', osp.join(tiny_data, 'cls', 'val', 'circle'), '--max-images',
+        '2', '--img-size', '64', '--budgets', '8', '32', '64', '--repeats', '1', '--out',
+        str(out)
+    ])
+    with open(out / 'elastic_sweep.json') as f:
+        rows = json.load(f)['results']
+    assert [r['active_cores'] for r in rows] == [8, 32, 64]
+    assert rows[-1]['global_loss'] == pytest.approx(0, abs=1e-6)  # the reference budget
+    assert all(r['latency_ms'] > 0 and r['global_loss'] >= -1e-6 for r in rows)
+    assert (out / 'elastic_sweep.png').read_bytes()[:4] == b'\x89PNG'

@@ -1,0 +1,181 @@
+"""VECA elastic sweep: quality and latency at every core budget, with a plot.
+
+For each budget C (default 8, 16, ..., 64) the same weights are evaluated:
+
+- with a classifier config (a VECA backbone and a head) and its test dataloader: top-1
+  accuracy on that dataset;
+- otherwise (a preset or a backbone config, any images): the feature loss against the full
+  budget, ``1 - cos(global_C, global_max)`` and the same for the patch features, averaged
+  over the images (``forward_tokens``), which needs no labels and no head;
+
+and the backbone's forward latency at ``--img-size`` (batch 1, median of ``--repeats``).
+
+The budget is passed as ``active_cores=C`` to ``forward`` / ``forward_tokens``; inside a
+classifier, whose forward does not take it, the backbone's ``active_cores`` attribute is set
+(the VECA interface: ``forward(x, active_cores=None)`` falls back to it).
+
+Example:
+    python tools/analysis_tools/elastic_sweep.py veca-small --images data/shapes/cls/val \\
+        --img-size 224 --out work_dirs/elastic
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import statistics
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from visualize_attention import list_images, load_images  # noqa: E402
+
+BUDGET_STEP = 8  # VECA activates cores in chunks of 8 (VECA spec, section 6)
+
+
+def check_budgets(budgets: Sequence[int], max_cores: int) -> List[int]:
+    """Sorted budgets, each a multiple of 8 in [8, max_cores]; ValueError naming them."""
+    bad = [c for c in budgets if c % BUDGET_STEP or not BUDGET_STEP <= c <= max_cores]
+    if bad:
+        raise ValueError(f'core budgets must be multiples of {BUDGET_STEP} in '
+                         f'[{BUDGET_STEP}, {max_cores}], got {bad}')
+    return sorted(set(budgets))
+
+
+@torch.no_grad()
+def median_latency_ms(run: Callable[[], object], warmup: int, repeats: int) -> float:
+    """Median wall time of ``run()`` in milliseconds after ``warmup`` calls."""
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+@torch.no_grad()
+def feature_loss(backbone: nn.Module, x: Tensor, budget: int, full: int) -> Dict[str, float]:
+    """1 - cosine similarity of the global and patch features at ``budget`` vs ``full``."""
+    reference = backbone.forward_tokens(x, active_cores=full)
+    tokens = backbone.forward_tokens(x, active_cores=budget)
+    return dict(
+        global_loss=float(1 - F.cosine_similarity(tokens['global'], reference['global'],
+                                                  dim=-1).mean()),
+        patch_loss=float(1 - F.cosine_similarity(tokens['patches'], reference['patches'],
+                                                 dim=-1).mean()))
+
+
+@torch.no_grad()
+def classifier_accuracy(model: nn.Module, dataloader, budget: int) -> float:
+    """Top-1 accuracy of an mmpretrain classifier with ``budget`` active cores."""
+    model.backbone.active_cores = budget
+    correct = total = 0
+    for data in dataloader:
+        data = model.data_preprocessor(data, False)
+        logits = model(data['inputs'], mode='tensor')
+        labels = torch.cat([s.gt_label for s in data['data_samples']])
+        correct += int((logits.argmax(-1) == labels).sum())
+        total += len(labels)
+    return correct / max(total, 1)
+
+
+def plot(rows: List[dict], metric: str, path: str, title: str) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 3.3))
+    budgets = [r['active_cores'] for r in rows]
+    ax.plot(budgets, [r[metric] for r in rows], marker='o', color='C0')
+    ax.set_xlabel('active cores C')
+    ax.set_ylabel(metric, color='C0')
+    twin = ax.twinx()
+    twin.plot(budgets, [r['latency_ms'] for r in rows], marker='s', color='C1')
+    twin.set_ylabel('latency (ms)', color='C1')
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('model', help='VECA preset (veca-small, ...) or config file')
+    parser.add_argument('--checkpoint', default=None)
+    parser.add_argument('--images', nargs='+', default=None,
+                        help='images for the feature loss (when not using a classifier '
+                        "config's test set)")
+    parser.add_argument('--max-images', type=int, default=32)
+    parser.add_argument('--budgets', nargs='+', type=int,
+                        default=list(range(BUDGET_STEP, 65, BUDGET_STEP)))
+    parser.add_argument('--img-size', type=int, default=224)
+    parser.add_argument('--warmup', type=int, default=1)
+    parser.add_argument('--repeats', type=int, default=5)
+    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--out', default='work_dirs/elastic_sweep')
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('mmlinear_elastic_sweep', log_level='WARNING')
+    from mmlinear.utils.model_presets import (BACKBONE_PRESETS, build_backbone,
+                                              input_normalization)
+    from mmlinear.utils.progress import ProgressETA
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    classifier, dataloader = None, None
+    if args.model not in BACKBONE_PRESETS and args.images is None:
+        # A classifier config: accuracy on its test set.
+        from eval_attention_quality import build_classifier
+        from mmengine.config import Config
+        from mmengine.runner import Runner
+        classifier = build_classifier(args.model, args.checkpoint)
+        dataloader = Runner.build_dataloader(Config.fromfile(args.model).test_dataloader)
+        backbone = classifier.backbone
+    else:
+        if args.images is None:
+            raise SystemExit('give --images for the feature loss of a preset')
+        backbone = build_backbone(args.model, checkpoint=args.checkpoint)
+        backbone.eval()
+        x_eval, _ = load_images(list_images(args.images, args.max_images), args.img_size,
+                                *input_normalization(args.model))
+    if not hasattr(backbone, 'forward_tokens'):
+        raise SystemExit(f'{type(backbone).__name__} is not an elastic (VECA) backbone')
+    max_cores = getattr(backbone, 'max_cores', 64)
+    try:
+        budgets = check_budgets(args.budgets, max_cores)
+    except ValueError as error:
+        raise SystemExit(str(error))
+
+    x_time = torch.randn(1, 3, args.img_size, args.img_size)
+    rows = []
+    progress = ProgressETA(len(budgets))
+    for budget in budgets:
+        row = dict(active_cores=budget, latency_ms=median_latency_ms(
+            lambda: backbone(x_time, active_cores=budget), args.warmup, args.repeats))
+        if classifier is not None:
+            row['top1'] = classifier_accuracy(classifier, dataloader, budget) * 100
+        else:
+            row.update(feature_loss(backbone, x_eval, budget, budgets[-1]))
+        rows.append(row)
+        progress.step(', '.join(f'{k} {v:.4g}' for k, v in row.items()))
+    metric = 'top1' if classifier is not None else 'global_loss'
+    os.makedirs(args.out, exist_ok=True)
+    with open(osp.join(args.out, 'elastic_sweep.json'), 'w') as f:
+        json.dump(dict(settings=vars(args), results=rows), f, indent=1)
+    name = osp.splitext(osp.basename(args.model))[0]
+    plot(rows, metric, osp.join(args.out, 'elastic_sweep.png'),
+         f'{name}: {metric} and latency ({args.img_size}px, batch 1) per core budget')
+    print(f'wrote {args.out}/elastic_sweep.json and elastic_sweep.png')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,160 @@
+"""Parameters and FLOPs of backbone presets (or config backbones) at several resolutions.
+
+FLOPs come from ``torch.utils.flop_counter.FlopCounterMode`` (matmuls and convolutions, two
+FLOPs per multiply-add; norms, activations, softmax and interpolation are not counted, as in
+the specs' measurements). The input is a fake tensor (``FakeTensorMode``), so no activation
+memory is allocated and 9216 x 9216 costs as little as 224 x 224. Scaled-dot-product attention
+is counted through PyTorch's math backend, because the fused CPU kernels have no FLOP formula
+registered and would count as zero.
+
+Prints and writes (``--out``, markdown) a table beside the numbers the papers and specs give
+(``REFERENCE_NUMBERS``), and a JSON file next to it.
+
+Example:
+    python tools/analysis_tools/get_flops.py --models infvit-4l-linear infvit-4l-softmax \\
+        weightformer-t deit-t-sdpa --resolutions 224 512 1024 --out docs/flops.md
+"""
+import argparse
+import json
+import os
+import os.path as osp
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+# Numbers stated by the papers or measured on the reference code (see /work/shared/specs):
+# (preset, resolution) -> (value, unit, source). Params are full classifiers with their
+# 1000-class heads unless marked "backbone".
+REFERENCE_NUMBERS: Dict[Tuple[str, int], List[Tuple[float, str, str]]] = {
+    ('infvit-4l-linear', 224): [(53.5, 'M params', 'paper'), (59, 'GFLOPs', 'paper')],
+    ('infvit-4l-pure', 224): [(57.7, 'M params', 'paper'), (59, 'GFLOPs', 'paper')],
+    ('infvit-4l-softmax', 224): [(57.7, 'M params', 'paper'), (17.5, 'GFLOPs', 'paper')],
+    ('infvit-24l-pure', 224): [(330.6, 'M params', 'paper')],
+    ('weightformer-t', 224): [(6.881184, 'M params (backbone)', 'ref. code'),
+                              (1.124, 'GMACs', 'ref. code')],
+    ('weightformer-t', 512): [(5.86, 'GMACs', 'spec, analytic')],
+    ('weightformer-t', 1248): [(34.78, 'GMACs', 'spec, analytic')],
+    ('weightformer-s', 224): [(27.107136, 'M params (backbone)', 'ref. code'),
+                              (4.428, 'GMACs', 'ref. code')],
+    ('weightformer-b', 448): [(17.663, 'GMACs', 'ref. code')],
+    ('deit-t-sdpa', 224): [(1.25, 'GMACs', 'spec, analytic')],
+    ('deit-t-sdpa', 512): [(10.43, 'GMACs', 'spec, analytic')],
+    ('deit-t-sdpa', 1248): [(203.82, 'GMACs', 'spec, analytic')],
+    ('deit-s-sdpa', 224): [(4.60, 'GMACs', 'spec, analytic')],
+    ('veca-small', 256): [(21.628961, 'M params (backbone)', 'ref. code'),
+                          (13.74, 'GFLOPs', 'ref. code')],
+    ('veca-small', 512): [(46.81, 'GFLOPs', 'ref. code')],
+    ('veca-small', 1024): [(179.08, 'GFLOPs', 'ref. code')],
+    ('veca-base', 256): [(85.725089, 'M params (backbone)', 'ref. code'),
+                         (54.66, 'GFLOPs', 'ref. code')],
+    ('veca-base', 512): [(186.03, 'GFLOPs', 'ref. code')],
+    ('veca-base', 1024): [(711.49, 'GFLOPs', 'ref. code')],
+    ('veca-large', 256): [(303.195301, 'M params (backbone)', 'ref. code'),
+                          (193.65, 'GFLOPs', 'ref. code')],
+}
+
+
+def count_params(model: nn.Module) -> int:
+    """Number of parameters (trainable or not) of ``model``."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def count_flops(model: nn.Module, resolution: int, batch: int = 1) -> int:
+    """FLOPs of one forward pass on a ``batch x 3 x resolution x resolution`` fake input.
+
+    Args:
+        model (nn.Module): The backbone, in eval mode.
+        resolution (int): Square input side in pixels.
+        batch (int): Batch size. Defaults to 1.
+
+    Returns:
+        int: Matmul and convolution FLOPs (2 per multiply-add).
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    # Real weights with a fake input: every activation is fake, so nothing is allocated.
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.zeros(batch, 3, resolution, resolution)
+        with counter, torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+            model(x)
+    return counter.get_total_flops()
+
+
+def reference_text(model: str, resolution: int) -> str:
+    """The papers' / specs' numbers for a preset and resolution, as table text."""
+    entries = REFERENCE_NUMBERS.get((model, resolution), [])
+    return '; '.join(f'{value:g} {unit} ({source})' for value, unit, source in entries) or '-'
+
+
+def measure(models: Sequence[str], resolutions: Sequence[int]) -> List[dict]:
+    """Params and FLOPs of every model at every resolution."""
+    from mmlinear.utils.model_presets import build_backbone
+    from mmlinear.utils.progress import ProgressETA
+    rows = []
+    progress = ProgressETA(len(models) * len(resolutions))
+    for name in models:
+        model = build_backbone(name)
+        model.eval()  # some backbones' train() returns None, so no chaining
+        params = count_params(model)
+        for resolution in resolutions:
+            flops = count_flops(model, resolution)
+            rows.append(dict(model=name, resolution=resolution,
+                             tokens=(-(-resolution // 16))**2, params=params, flops=flops,
+                             reference=reference_text(name, resolution)))
+            progress.step(f'{name} {resolution}px: {params / 1e6:.2f} M params, '
+                          f'{flops / 1e9:.2f} GFLOPs')
+    return rows
+
+
+def markdown_table(rows: List[dict]) -> str:
+    """A markdown table of the measured numbers beside the reference ones."""
+    lines = ['| model | resolution | patch tokens | params (M, backbone) | GFLOPs | GMACs | '
+             'paper / spec |', '|---|---|---|---|---|---|---|']
+    for r in rows:
+        lines.append(f'| {r["model"]} | {r["resolution"]} | {r["tokens"]:,} | '
+                     f'{r["params"] / 1e6:.2f} | {r["flops"] / 1e9:,.2f} | '
+                     f'{r["flops"] / 2e9:,.2f} | {r["reference"]} |')
+    return '\n'.join(lines) + '\n'
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--models', nargs='+',
+                        default=['infvit-4l-linear', 'infvit-4l-pure', 'infvit-4l-softmax',
+                                 'vit-4l-sdpa', 'weightformer-t', 'deit-t-sdpa'],
+                        help='presets of mmlinear.utils.model_presets or config files')
+    parser.add_argument('--resolutions', nargs='+', type=int, default=[224, 512, 1024])
+    parser.add_argument('--out', default=None,
+                        help='markdown file to write (a .json with the raw numbers goes '
+                        'beside it)')
+    args = parser.parse_args(argv)
+    if min(args.resolutions) < 16:
+        raise SystemExit('--resolutions must be >= 16 (one patch)')
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('mmlinear_get_flops', log_level='WARNING')
+    try:
+        rows = measure(args.models, args.resolutions)
+    except ValueError as error:
+        raise SystemExit(str(error))
+    table = markdown_table(rows)
+    print(table)
+    if args.out:
+        os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
+        with open(args.out, 'w') as f:
+            f.write(table)
+        with open(osp.splitext(args.out)[0] + '.json', 'w') as f:
+            json.dump(rows, f, indent=1)
+        print(f'wrote {args.out}')
+
+
+if __name__ == '__main__':
+    main()

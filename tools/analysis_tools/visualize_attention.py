@@ -1,0 +1,169 @@
+"""Overlay attention maps (Pure / Linear InfSA, softmax, VECA cores) or WeightFormer's
+dynamic-kernel response on input images, and save them as one PNG.
+
+One row per image, one column per model (after the input). What is drawn is
+:func:`mmlinear.utils.attention_saliency.attention_saliency`: the attention each patch receives
+at ``--layer`` (averaged over heads and queries, or the first query row with
+``--query first``), or for WeightFormer the channel norm of the dynamic depthwise
+convolution's output. Each map is min-max scaled per image and upsampled bilinearly.
+
+Without ``--checkpoints`` the weights are random (the maps then show the architecture's
+inductive bias only); give one checkpoint per model (``none`` for random) for trained maps.
+
+Example:
+    python tools/analysis_tools/visualize_attention.py \\
+        --models configs/demo/infvit-demo-linear_shapes-cls.py infvit-demo-pure \\
+        --checkpoints work_dirs/demo/infvit-demo-linear_shapes-cls/epoch_10.pth none \\
+        --images data/shapes/coco/images/val --max-images 4 --img-size 128 \\
+        --out work_dirs/attention.png
+"""
+import argparse
+import io
+import os
+import os.path as osp
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torch import Tensor
+
+IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg', '.bmp', '.JPEG')
+
+
+def list_images(paths: Sequence[str], max_images: Optional[int] = None) -> List[str]:
+    """Image files given directly or found (sorted) in the given directories."""
+    files = []
+    for path in paths:
+        if osp.isdir(path):
+            files += sorted(osp.join(path, f) for f in os.listdir(path)
+                            if f.endswith(IMAGE_EXTENSIONS))
+        elif osp.isfile(path):
+            files.append(path)
+        else:
+            raise FileNotFoundError(f'no image or folder at {path}')
+    if not files:
+        raise FileNotFoundError(f'no images ({", ".join(IMAGE_EXTENSIONS)}) in {list(paths)}')
+    return files[:max_images] if max_images else files
+
+
+def load_images(files: Sequence[str], size: Optional[int], mean: Sequence[float],
+                std: Sequence[float]) -> Tuple[Tensor, List[np.ndarray]]:
+    """Read RGB images, resize to ``size`` squares (if given), normalise.
+
+    Args:
+        files (Sequence[str]): Image paths (all the same size when ``size`` is None).
+        size (int, optional): Square side to resize to.
+        mean, std (Sequence[float]): RGB statistics on the 0-255 scale.
+
+    Returns:
+        tuple[Tensor, list[np.ndarray]]: (B, 3, H, W) float batch and the (H, W, 3) uint8
+        images as shown.
+    """
+    images = []
+    for file in files:
+        image = Image.open(file).convert('RGB')
+        if size:
+            image = image.resize((size, size), Image.BILINEAR)
+        images.append(np.asarray(image))
+    if len({im.shape for im in images}) > 1:
+        raise ValueError('images differ in size; give --img-size to resize them')
+    x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float()
+    x = (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    return x, images
+
+
+def upsample_saliency(saliency: Tensor, image_hw: Tuple[int, int]) -> Tensor:
+    """(B, h, w) patch saliency -> (B, H, W), bilinear, cropped to the image."""
+    patch_h = -(-image_hw[0] // saliency.shape[1])
+    patch_w = -(-image_hw[1] // saliency.shape[2])
+    full = F.interpolate(saliency[:, None].float(),
+                         size=(saliency.shape[1] * patch_h, saliency.shape[2] * patch_w),
+                         mode='bilinear', align_corners=False)[:, 0]
+    return full[:, :image_hw[0], :image_hw[1]]
+
+
+def minmax(maps: Tensor) -> Tensor:
+    """Scale every (H, W) map of a (B, H, W) batch to [0, 1]."""
+    flat = maps.flatten(1)
+    low, high = flat.min(1).values, flat.max(1).values
+    return ((flat - low[:, None]) / (high - low).clamp(min=1e-12)[:, None]).view_as(maps)
+
+
+def draw(images: List[np.ndarray], columns: List[Tuple[str, Tensor]], path: str,
+         alpha: float = 0.5) -> None:
+    """Save a grid: input images, then one overlay column per (title, (B, H, W) map)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    rows, cols = len(images), 1 + len(columns)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.2 * cols, 2.2 * rows), squeeze=False)
+    for i, image in enumerate(images):
+        axes[i, 0].imshow(image)
+        for j, (title, maps) in enumerate(columns, 1):
+            axes[i, j].imshow(image)
+            axes[i, j].imshow(maps[i].numpy(), cmap='jet', alpha=alpha, vmin=0, vmax=1)
+            if i == 0:
+                axes[i, j].set_title(title, fontsize=7)
+        if i == 0:
+            axes[i, 0].set_title('input', fontsize=7)
+    for ax in axes.flat:
+        ax.axis('off')
+    fig.tight_layout()
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=72)
+    plt.close(fig)
+    # A 256-colour palette keeps the figure small enough to commit beside the docs.
+    Image.open(buffer).convert('RGB').quantize(256).save(path, optimize=True)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--models', nargs='+', required=True,
+                        help='presets of mmlinear.utils.model_presets or config files')
+    parser.add_argument('--checkpoints', nargs='+', default=None,
+                        help="one per model; 'none' keeps the random weights")
+    parser.add_argument('--images', nargs='+', required=True, help='image files or folders')
+    parser.add_argument('--max-images', type=int, default=4)
+    parser.add_argument('--img-size', type=int, default=224,
+                        help='resize to this square side (0 keeps the size)')
+    parser.add_argument('--layer', type=int, default=-1)
+    parser.add_argument('--query', default='mean', choices=('mean', 'first'))
+    parser.add_argument('--active-cores', type=int, default=None,
+                        help='VECA only: the core budget of the maps')
+    parser.add_argument('--out', default='work_dirs/attention_maps.png')
+    args = parser.parse_args(argv)
+    if args.checkpoints and len(args.checkpoints) != len(args.models):
+        raise SystemExit(f'--checkpoints needs one entry per model ({len(args.models)}), '
+                         f'got {len(args.checkpoints)}')
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('mmlinear_visualize', log_level='WARNING')
+    from mmlinear.utils.attention_saliency import attention_saliency
+    from mmlinear.utils.model_presets import build_backbone, input_normalization
+
+    files = list_images(args.images, args.max_images)
+    checkpoints = args.checkpoints or ['none'] * len(args.models)
+    forward_kwargs = {} if args.active_cores is None else dict(active_cores=args.active_cores)
+    columns, images = [], None
+    for model, checkpoint in zip(args.models, checkpoints):
+        backbone = build_backbone(model, checkpoint=None if checkpoint == 'none' else checkpoint)
+        x, images = load_images(files, args.img_size, *input_normalization(model))
+        saliency = attention_saliency(backbone, x, args.layer, args.query, **forward_kwargs)
+        name = osp.splitext(osp.basename(model))[0]
+        kind = getattr(backbone, 'attn_type', type(backbone).__name__)
+        weights = 'random' if checkpoint == 'none' else 'trained'
+        columns.append((f'{name}\n{kind}, layer {args.layer}, {weights}',
+                        minmax(upsample_saliency(saliency, x.shape[-2:]))))
+    draw(images, columns, args.out)
+    print(f'wrote {args.out} ({len(files)} images x {len(args.models)} models)')
+
+
+if __name__ == '__main__':
+    main()

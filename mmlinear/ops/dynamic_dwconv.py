@@ -11,7 +11,7 @@ from torch import Tensor
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext
+from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext, runs_kernel
 
 
 def check_dwconv_inputs(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
@@ -108,10 +108,18 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
         bias (Tensor, optional): (C,) shared by the samples, or (B, C).
 
     Returns:
-        Tensor: (B, C, H, W) in x's dtype.
+        Tensor: (B, C, H, W) in x's dtype (under autocast, in the autocast dtype, as a
+        convolution).
     """
+    device = x.device.type
+    if torch.is_autocast_enabled(device) and x.is_floating_point():
+        # A convolution under autocast runs in the low-precision dtype whatever its inputs'
+        # dtypes (the predicted kernels often come out of a float32 norm), so do the same.
+        dtype = torch.get_autocast_dtype(device)
+        x, weight = x.to(dtype), weight.to(dtype)
+        bias = None if bias is None else bias.to(dtype)
     check_dwconv_inputs(x, weight, bias)
-    if kernel_ext(x.device) is None:
+    if not runs_kernel(x):
         return dynamic_dwconv2d_reference(x, weight, bias)
     dtype = kernel_dtype(x)
     if bias is not None:

@@ -17,7 +17,7 @@ from torch import Tensor
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext
+from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext, runs_kernel
 from .infsa_common import check_infsa_inputs, rho_per_head, rho_vector, scaled_float32
 
 
@@ -139,7 +139,7 @@ def linear_infsa(q: Tensor,
         Tensor: (B, H, N, d) in q's dtype.
     """
     check_infsa_inputs(q, k, v, rho, key_padding_mask)
-    if kernel_ext(q.device) is None:
+    if not runs_kernel(q):
         return linear_infsa_reference(q, k, v, rho, key_padding_mask, eps)
     B, H, N, d = q.shape
     dtype = kernel_dtype(q)

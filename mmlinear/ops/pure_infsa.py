@@ -14,7 +14,7 @@ from torch import Tensor
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext
+from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext, runs_kernel
 from .infsa_common import check_infsa_inputs, rho_per_head, rho_vector, scaled_float32
 
 
@@ -136,7 +136,7 @@ def pure_infsa(q: Tensor,
         Tensor: (B, H, N, d) in q's dtype.
     """
     check_infsa_inputs(q, k, v, rho, key_padding_mask)
-    if kernel_ext(q.device) is None:
+    if not runs_kernel(q):
         return pure_infsa_reference(q, k, v, rho, key_padding_mask, eps)
     dtype = kernel_dtype(q)
     out = PureInfSAFunction.apply(

@@ -14,6 +14,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import is_fake
 
 # Runtime switch: ``MMLINEAR_DISABLE_EXT=1`` ignores a built extension (``MMLINEAR_WITH_OPS``
 # only acts at build time), e.g. to compare the two paths in one environment.
@@ -66,6 +67,22 @@ def kernel_ext(device: torch.device) -> Optional[ModuleType]:
     if device.type == 'cpu' or (device.type == 'cuda' and ext.with_cuda()):
         return ext
     return None
+
+
+def runs_kernel(x: Tensor) -> bool:
+    """Whether an op on ``x`` runs the compiled kernel rather than the reference.
+
+    The kernels need real data: a fake tensor (FLOP counting with ``FakeTensorMode``,
+    ``torch.compile`` tracing) goes through the reference, whose PyTorch ops those modes
+    understand.
+
+    Args:
+        x (Tensor): The op's first input.
+
+    Returns:
+        bool: True if ``mmlinear._ext`` has kernels for ``x.device`` and ``x`` is not fake.
+    """
+    return kernel_ext(x.device) is not None and not is_fake(x)
 
 
 def kernel_dtype(x: Tensor) -> torch.dtype:

@@ -1,6 +1,7 @@
 import csv
 import json
 import math
+import os
 import os.path as osp
 import subprocess
 import sys
@@ -63,14 +64,15 @@ def test_run_case_times_forward_and_backward():
 
 
 def test_cli_records_oom_skips_and_quadratic_memory(tmp_path):
-    """Pure InfSA (an N x N score matrix) in fresh processes: the memory grows about as N^2,
-    a case over the memory cap is an OOM (not a crash)."""
+    """Pure InfSA's reference op (an N x N score matrix; the compiled kernel is switched off) in
+    fresh processes: the memory grows about as N^2, a case over the memory cap is an OOM (not a
+    crash)."""
     out = tmp_path / 'bench'
     subprocess.run([
         sys.executable, SCRIPT, '--models', 'infvit-test-pure', '--resolutions', '512', '1024',
         '2048', '--repeats', '1', '--warmup', '0', '--threads', '1',
         '--mem-limit-gb', '2.5', '--fit-last', '2', '--out', str(out)
-    ], check=True, capture_output=True, text=True)
+    ], check=True, capture_output=True, text=True, env=dict(os.environ, MMLINEAR_DISABLE_EXT='1'))
     with open(out / 'results.csv') as f:
         rows = list(csv.DictReader(f))
     assert [r['resolution'] for r in rows] == ['512', '1024', '2048']

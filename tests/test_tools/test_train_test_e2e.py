@@ -229,7 +229,12 @@ def wfm_config(tmp_path, data, task):
     ''')
 
 
-@pytest.mark.parametrize('task', ['cls', 'det', 'seg'])
+# The det / seg runs (about 45 s each) repeat the InfViT ones' mmdet / mmseg plumbing with
+# another backbone, which tests/test_configs builds and runs forward: opt-in, as VECA's.
+@pytest.mark.parametrize('task', [
+    'cls', pytest.param('det', marks=pytest.mark.slow),
+    pytest.param('seg', marks=pytest.mark.slow)
+])
 def test_weightformer_train_then_test(task, tiny_data, tmp_path):
     config = wfm_config(tmp_path, tiny_data, task)
     checkpoint = train_then_test(config, task, tmp_path)

@@ -112,7 +112,9 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
         convolution).
     """
     device = x.device.type
-    if torch.is_autocast_enabled(device) and x.is_floating_point():
+    # Devices without autocast (meta, for FLOP counting) cannot be asked about it.
+    if (torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+            and x.is_floating_point()):
         # A convolution under autocast runs in the low-precision dtype whatever its inputs'
         # dtypes (the predicted kernels often come out of a float32 norm), so do the same.
         dtype = torch.get_autocast_dtype(device)

@@ -81,11 +81,12 @@ def test_cli_records_oom_skips_and_quadratic_memory(tmp_path):
     assert [r['status'] for r in rows] == ['ok', 'ok', 'OOM']
     assert "can't allocate memory" in rows[2]['note']
     small, large = (float(r['peak_mem_mb']) for r in rows[:2])
-    assert large > 8 * small  # 4x the tokens, 16x the score matrix
+    # 4x the tokens: memory a + b * N grows at most 4x, the N x N scores make it more.
+    assert large > 5 * small
     with open(out / 'results.json') as f:
         results = json.load(f)
     (fit, ) = results['fits']
-    assert fit['fit_tokens'] == [1024, 4096] and fit['memory_exponent'] > 1.5
+    assert fit['fit_tokens'] == [1024, 4096] and fit['memory_exponent'] > 1.15  # 5x over 4x
     assert results['machine']['load_average'] and results['settings']['mem_limit_gb'] == 2.5
     with open(out / 'scaling.png', 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'

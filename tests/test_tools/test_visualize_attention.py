@@ -4,6 +4,7 @@ import pytest
 import torch
 from analysis_tools_loader import load_tool
 
+from mmlinear.models import VECA
 from mmlinear.utils.attention_saliency import attention_saliency
 from mmlinear.utils.model_presets import build_backbone
 
@@ -26,6 +27,19 @@ def test_saliency_reads_the_patch_part_of_the_attention():
                                rows[:, :, 0, 1:].mean(1))
     torch.testing.assert_close(attention_saliency(pure, x, layer=0).flatten(1),
                                rows[:, :, :, 1:].mean((1, 2)))
+
+
+def test_veca_saliency_is_the_first_core_or_the_mean_core_row():
+    torch.manual_seed(0)
+    veca = VECA(arch=dict(embed_dims=64, num_layers=2, num_heads=2, feedforward_channels=128))
+    veca.eval()
+    x = torch.randn(1, 3, 48, 80)
+    rows = veca.forward_attention_maps(x, active_cores=8)[-1]  # (B, H, 8, 8 + 15)
+    first = attention_saliency(veca, x, query='first', active_cores=8)
+    assert first.shape == (1, 3, 5)
+    torch.testing.assert_close(first.flatten(1), rows[:, :, 0, 8:].mean(1))
+    torch.testing.assert_close(attention_saliency(veca, x, active_cores=8).flatten(1),
+                               rows[:, :, :, 8:].mean((1, 2)))
 
 
 def test_weightformer_saliency_is_the_dynamic_convolution_response():
@@ -65,11 +79,20 @@ def test_upsample_and_minmax():
 def test_cli_writes_the_overlay_png(tiny_data, tmp_path):
     out = tmp_path / 'maps.png'
     visualize_attention.main([
-        '--models', 'infvit-test-linear', 'infvit-test-pure', 'weightformer-test', '--images',
-        osp.join(tiny_data, 'coco', 'images', 'val'), '--max-images', '2', '--img-size', '64',
-        '--out', str(out)
+        '--models', 'infvit-test-linear', 'infvit-test-pure', 'weightformer-test', 'veca-small',
+        '--images', osp.join(tiny_data, 'coco', 'images', 'val'), '--max-images', '2',
+        '--img-size', '64', '--active-cores', '16', '--query', 'first', '--out', str(out)
     ])
     assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     with pytest.raises(SystemExit, match='one entry per model'):
         visualize_attention.main(['--models', 'infvit-test-linear', 'infvit-test-pure',
                                   '--checkpoints', 'none', '--images', 'x'])
+    with pytest.raises(SystemExit, match='VECA models only'):
+        visualize_attention.main(['--models', 'infvit-test-linear', '--active-cores', '16',
+                                  '--images', osp.join(tiny_data, 'coco', 'images', 'val'),
+                                  '--max-images', '1', '--img-size', '32', '--out',
+                                  str(tmp_path / 'x.png')])
+    with pytest.raises(ValueError, match='active_cores'):
+        visualize_attention.main(['--models', 'veca-small', '--active-cores', '12', '--images',
+                                  osp.join(tiny_data, 'coco', 'images', 'val'), '--out',
+                                  str(tmp_path / 'y.png')])

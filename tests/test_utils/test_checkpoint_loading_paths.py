@@ -68,14 +68,18 @@ def tool_fails(args, target):
 
 
 @pytest.mark.parametrize('tool', ['test', 'resume', 'load_from', 'converter'])
-def test_tools_refuse_with_a_clear_error(tool, evil, tmp_path):
+def test_tools_refuse_with_a_clear_error(tool, evil, tmp_path, tiny_data):
     path, target = evil
     work_dir = str(tmp_path / 'work')
+    # The tools check that the data exists before they load anything: point them at real data.
+    data = [f'{loader}.dataset.data_root={tiny_data}/cls'
+            for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader')]
     args = {
-        'test': ['tools/test.py', DEMO_CLS, path, '--work-dir', work_dir],
-        'resume': ['tools/train.py', DEMO_CLS, '--work-dir', work_dir, '--resume', path],
+        'test': ['tools/test.py', DEMO_CLS, path, '--work-dir', work_dir, '--cfg-options'] + data,
+        'resume': ['tools/train.py', DEMO_CLS, '--work-dir', work_dir, '--resume', path,
+                   '--cfg-options'] + data,
         'load_from': ['tools/train.py', DEMO_CLS, '--work-dir', work_dir,
-                      '--cfg-options', f'load_from={path}'],
+                      '--cfg-options', f'load_from={path}'] + data,
         'converter': ['tools/model_converters/weightformer2mmlinear.py', path,
                       str(tmp_path / 'out.pth')],
     }[tool]

@@ -150,17 +150,23 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     files = list_images(args.images, args.max_images)
     checkpoints = args.checkpoints or ['none'] * len(args.models)
-    forward_kwargs = {} if args.active_cores is None else dict(active_cores=args.active_cores)
     columns, images = [], None
+    budgets_set = 0
     for model, checkpoint in zip(args.models, checkpoints):
         backbone = build_backbone(model, checkpoint=None if checkpoint == 'none' else checkpoint)
-        x, images = load_images(files, args.img_size, *input_normalization(model))
-        saliency = attention_saliency(backbone, x, args.layer, args.query, **forward_kwargs)
-        name = osp.splitext(osp.basename(model))[0]
         kind = getattr(backbone, 'attn_type', type(backbone).__name__)
+        if args.active_cores is not None and hasattr(type(backbone), 'active_cores'):
+            backbone.active_cores = args.active_cores  # validated by the backbone
+            kind = f'{kind}, {args.active_cores} cores'
+            budgets_set += 1
+        x, images = load_images(files, args.img_size, *input_normalization(model))
+        saliency = attention_saliency(backbone, x, args.layer, args.query)
+        name = osp.splitext(osp.basename(model))[0]
         weights = 'random' if checkpoint == 'none' else 'trained'
         columns.append((f'{name}\n{kind}, layer {args.layer}, {weights}',
                         minmax(upsample_saliency(saliency, x.shape[-2:]))))
+    if args.active_cores is not None and not budgets_set:
+        raise SystemExit('--active-cores applies to VECA models only, and none was given')
     draw(images, columns, args.out)
     print(f'wrote {args.out} ({len(files)} images x {len(args.models)} models)')
 

@@ -1,6 +1,6 @@
 """VECA: Visual Elastic Core Attention (Song et al., "Elastic Attention Cores for Scalable
 Vision Transformers", arXiv 2605.12491, 2026); official code github.com/alansong1322/VECA."""
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.model import BaseModule
@@ -15,6 +15,15 @@ from ..utils import (check_choice, freeze_modules, normalize_indices, resolve_ar
                      resolve_padding_mask, token_padding_mask)
 
 OUT_TYPES = ('featmap', 'cls_token')
+
+
+class BlockStep(NamedTuple):
+    """What :meth:`VECA._run_blocks` yields after each block."""
+    index: int
+    tokens: Tensor  # (B, C + N, D) after the block
+    core_coords: Tensor  # (B, C, 2) the core coordinates the block used
+    hw_shape: Tuple[int, int]
+    weights: Optional[Tensor]  # (B, heads, C, C + N) core attention rows, if asked for
 
 
 @MODELS.register_module()
@@ -192,14 +201,10 @@ class VECA(BaseModule):
         coords = patch_grid_coords(hw_shape, valid_hw, patches.device).expand(B, -1, -1)
         return patches, self.rope.augment_patch_coords(coords), hw_shape, token_mask
 
-    def _run_blocks(self, x: Tensor, num_cores: int, padding_mask: Optional[Tensor]
-                    ) -> Iterator[Tuple[int, Tensor, Tensor, Tuple[int, int]]]:
-        """Run the blocks on ``[cores; patches]``.
-
-        Yields:
-            tuple: (block index, tokens (B, C + N, D) after the block, core coordinates
-            (B, C, 2) the block used, ``hw_shape``).
-        """
+    def _run_blocks(self, x: Tensor, num_cores: int, padding_mask: Optional[Tensor],
+                    need_weights: bool = False) -> Iterator[BlockStep]:
+        """Run the blocks on ``[cores; patches]``, yielding a :class:`BlockStep` after each
+        (with the core attention weights when ``need_weights``)."""
         B = x.shape[0]
         patches, patch_coords, hw_shape, token_mask = self._embed(x, padding_mask)
         num_chunks = num_cores // self.core_chunk_size
@@ -212,11 +217,14 @@ class VECA(BaseModule):
                                         self.pos_alpha[i - 1])
             core_coords = torch.tanh(raw_coords)
             cos, sin = self.rope(torch.cat([core_coords, patch_coords], dim=1))
-            if self.with_cp and x.requires_grad:
+            weights = None
+            if need_weights:
+                x, weights = block(x, num_cores, cos, sin, token_mask, need_weights=True)
+            elif self.with_cp and x.requires_grad:
                 x = checkpoint(block, x, num_cores, cos, sin, token_mask, use_reentrant=False)
             else:
                 x = block(x, num_cores, cos, sin, token_mask)
-            yield i, x, core_coords, hw_shape
+            yield BlockStep(i, x, core_coords, hw_shape, weights)
 
     def _head(self, x: Tensor) -> Tensor:
         """Final norm then output projection of the last block's tokens (B, T, D)."""
@@ -249,7 +257,7 @@ class VECA(BaseModule):
         """
         num_cores = self._budget(active_cores)
         outs = []
-        for i, tokens, _, hw_shape in self._run_blocks(x, num_cores, padding_mask):
+        for i, tokens, _, hw_shape, _ in self._run_blocks(x, num_cores, padding_mask):
             if i not in self.out_indices:
                 continue
             if i == self.num_layers - 1:
@@ -274,7 +282,7 @@ class VECA(BaseModule):
             (Hp, Wp) with N = Hp * Wp.
         """
         num_cores = self._budget(active_cores)
-        *_, (_, tokens, _, hw_shape) = self._run_blocks(x, num_cores, padding_mask)
+        *_, (_, tokens, _, hw_shape, _) = self._run_blocks(x, num_cores, padding_mask)
         tokens = self._head(tokens)
         return {'global': tokens[:, 0], 'patches': tokens[:, num_cores:], 'hw_shape': hw_shape}
 
@@ -291,7 +299,30 @@ class VECA(BaseModule):
             used for the cores; block 0 uses ``tanh`` of the bank's raw coordinates.
         """
         num_cores = self._budget(active_cores)
-        return torch.stack([c for _, _, c, _ in self._run_blocks(x, num_cores, padding_mask)])
+        return torch.stack(
+            [step.core_coords for step in self._run_blocks(x, num_cores, padding_mask)])
+
+    def forward_attention_maps(self,
+                               x: Tensor,
+                               active_cores: Optional[int] = None,
+                               padding_mask: Optional[Tensor] = None) -> List[Tensor]:
+        """The cores' attention in every block, for visualisation and attention metrics.
+
+        Only the cores attend to the patches (the patches attend to the cores), so the
+        spatial maps are the core rows; core 0 is the global token (``query='first'`` of
+        :func:`~mmlinear.utils.attention_saliency.attention_saliency`).
+
+        Args: as :meth:`forward`.
+
+        Returns:
+            list[Tensor]: Per block, (B, num_heads, C, C + N) softmax rows of the C core
+            queries over the cores then the patches (zero on padded patches).
+        """
+        num_cores = self._budget(active_cores)
+        return [
+            step.weights
+            for step in self._run_blocks(x, num_cores, padding_mask, need_weights=True)
+        ]
 
     def _budget(self, active_cores: Optional[int]) -> int:
         if active_cores is None:

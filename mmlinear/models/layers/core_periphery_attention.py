@@ -1,5 +1,6 @@
 """Core-periphery attention: C core tokens attend to everything, patches only to the cores."""
-from typing import Optional
+import math
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -63,7 +64,8 @@ class CorePeripheryAttention(nn.Module):
                 num_cores: int,
                 cos: Tensor,
                 sin: Tensor,
-                key_padding_mask: Optional[Tensor] = None) -> Tensor:
+                key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
             x (Tensor): (B, C + N, D) normalised tokens, the C cores first.
             num_cores (int): C, at least 1 and below C + N.
@@ -71,9 +73,13 @@ class CorePeripheryAttention(nn.Module):
             sin (Tensor): (B, C + N, head_dims) RoPE sines.
             key_padding_mask (Tensor, optional): (B, N) bool, True on padded patches, which
                 the cores then ignore. Defaults to None (the reference behaviour).
+            need_weights (bool): Also return the cores' attention weights (for
+                visualisation). Defaults to False.
 
         Returns:
-            Tensor: (B, C + N, D).
+            Tensor | tuple[Tensor, Tensor]: (B, C + N, D), and with ``need_weights`` the
+            (B, num_heads, C, C + N) softmax rows of the core queries over all tokens (the
+            patches' rows only see the cores, so they carry no spatial map).
         """
         B, T, D = x.shape
         if not 1 <= num_cores < T:
@@ -91,4 +97,24 @@ class CorePeripheryAttention(nn.Module):
         patches = F.scaled_dot_product_attention(
             q[:, :, num_cores:], k[:, :, :num_cores], v[:, :, :num_cores], dropout_p=drop)
         out = torch.cat([cores, patches], dim=2).transpose(1, 2).reshape(B, T, D)
-        return self.out_drop(self.out_proj(out))
+        out = self.out_drop(self.out_proj(out))
+        if not need_weights:
+            return out
+        return out, core_attention_weights(q[:, :, :num_cores], k, core_mask)
+
+
+def core_attention_weights(q_cores: Tensor, k: Tensor, core_mask: Optional[Tensor]) -> Tensor:
+    """The softmax rows that SDPA applies for the core queries (its default 1/sqrt(d) scale).
+
+    Args:
+        q_cores (Tensor): (B, heads, C, d) rotated core queries.
+        k (Tensor): (B, heads, C + N, d) rotated keys.
+        core_mask (Tensor, optional): (B, 1, 1, C + N) bool, True where allowed.
+
+    Returns:
+        Tensor: (B, heads, C, C + N), rows summing to 1, zero on masked keys.
+    """
+    scores = q_cores.float() @ k.float().transpose(-2, -1) / math.sqrt(q_cores.shape[-1])
+    if core_mask is not None:
+        scores = scores.masked_fill(~core_mask, float('-inf'))
+    return scores.softmax(-1)

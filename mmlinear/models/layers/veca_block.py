@@ -1,5 +1,5 @@
 """The VECA block: pre-norm core-periphery attention and a SwiGLU MLP."""
-from typing import Optional
+from typing import Optional, Tuple, Union
 
 from torch import Tensor, nn
 
@@ -38,16 +38,23 @@ class VECABlock(nn.Module):
                 num_cores: int,
                 cos: Tensor,
                 sin: Tensor,
-                key_padding_mask: Optional[Tensor] = None) -> Tensor:
+                key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
             x (Tensor): (B, C + N, D), the C cores first.
             num_cores (int): C.
             cos (Tensor): (B, C + N, head_dims) RoPE cosines.
             sin (Tensor): (B, C + N, head_dims) RoPE sines.
             key_padding_mask (Tensor, optional): (B, N) bool, True on padded patches.
+            need_weights (bool): Also return the cores' attention weights. Defaults to False.
 
         Returns:
-            Tensor: (B, C + N, D).
+            Tensor | tuple[Tensor, Tensor]: (B, C + N, D), and with ``need_weights`` the
+            (B, num_heads, C, C + N) core attention rows.
         """
-        x = x + self.attn(self.norm_attn(x), num_cores, cos, sin, key_padding_mask)
-        return x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))
+        attn = self.attn(self.norm_attn(x), num_cores, cos, sin, key_padding_mask,
+                         need_weights)
+        attn, weights = attn if need_weights else (attn, None)
+        x = x + attn
+        x = x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))
+        return (x, weights) if need_weights else x

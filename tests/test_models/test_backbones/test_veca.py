@@ -201,6 +201,25 @@ def test_t12_core_coordinates():
     assert (coords[2, 0] - coords[2, 1]).abs().max() > 1e-5
 
 
+def test_attention_maps_are_the_core_rows_of_every_block():
+    model = tiny(num_layers=3)
+    x = images(48, 64)  # a 3 x 4 patch grid
+    mask = torch.zeros(2, 48, 64, dtype=torch.bool)
+    mask[1, :, 32:] = True  # image 1: only the left 3 x 2 patches are real
+    with torch.no_grad():
+        maps = model.forward_attention_maps(x, active_cores=16, padding_mask=mask)
+        features = model(x, active_cores=16, padding_mask=mask)
+        again = model(x, active_cores=16, padding_mask=mask)
+    assert [m.shape for m in maps] == [(2, 2, 16, 16 + 12)] * 3
+    for weights in maps:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 16))
+        padded = weights[1, :, :, 16:].reshape(2, 16, 3, 4)[..., 2:]
+        assert bool((padded == 0).all()) and bool((weights[0] > 0).all())
+    # The maps change from block to block (the cores move); forward is left as it was.
+    assert (maps[2] - maps[0]).abs().max() > 1e-4
+    torch.testing.assert_close(features, again, atol=0, rtol=0)
+
+
 def test_t15_eval_determinism_and_train_augmentation():
     model = tiny()
     x = images(48, 64)

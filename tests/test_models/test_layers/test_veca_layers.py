@@ -12,6 +12,7 @@ from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope
                                     build_core_bank, check_core_budget,
                                     farthest_point_sampling, fps_core_coords, move_cores,
                                     patch_grid_coords)
+from mmlinear.models.layers.core_periphery_attention import core_attention_mask
 
 C, N, D, HEADS = 8, 12, 64, 2  # head width 32: 8 frequencies, 1 zeroed
 
@@ -219,6 +220,30 @@ def test_padded_patches_are_invisible_to_the_cores():
     torch.testing.assert_close(masked_noise[:, :keep], masked[:, :keep], atol=1e-6, rtol=0)
     unmasked = run_block(block, x, coords)
     assert (unmasked[:, :C] - masked[:, :C]).abs().max() > 1e-4  # the mask does something
+
+
+def test_core_attention_weights_are_the_rows_sdpa_applies():
+    """need_weights returns the core rows: they reproduce the cores' attention output, sum to
+    1, are zero on padded patches, and leave the block output unchanged."""
+    block = make_block()
+    attn = block.attn
+    x, coords = block_inputs()
+    cos, sin = Rope2D(D // HEADS)(coords)
+    mask = torch.zeros(2, N, dtype=torch.bool)
+    mask[1, 9:] = True
+    with torch.no_grad():
+        out, weights = block(x, C, cos, sin, mask, need_weights=True)
+        torch.testing.assert_close(out, block(x, C, cos, sin, mask), atol=0, rtol=0)
+        normed = block.norm_attn(x)
+        v = attn.split_heads(attn.v_proj(normed))
+        sdpa_cores = F.scaled_dot_product_attention(
+            apply_rope(attn.split_heads(attn.q_proj(normed)), cos, sin)[:, :, :C],
+            apply_rope(attn.split_heads(attn.k_proj(normed)), cos, sin), v,
+            attn_mask=core_attention_mask(C, mask))
+    assert weights.shape == (2, HEADS, C, C + N)
+    torch.testing.assert_close(weights @ v, sdpa_cores, atol=1e-5, rtol=0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, HEADS, C))
+    assert bool((weights[1, :, :, C + 9:] == 0).all()) and bool((weights[0] > 0).all())
 
 
 def test_attention_rejects_a_budget_without_patches():

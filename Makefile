@@ -14,12 +14,15 @@ data: setup
 demo: data
 	@$(PY) tools/misc/run_demo.py
 
+# The suite runs in TEST_JOBS processes (pytest-xdist; 1 runs it in this process).
+TEST_JOBS ?= 2
+
 test: setup
-	@$(PY) -m pytest tests
+	@$(PY) -m pytest -n $(TEST_JOBS) tests
 
 # The opt-in heavier checks as well (marked `slow`).
 test-all: setup
-	@$(PY) -m pytest tests --run-slow
+	@$(PY) -m pytest -n $(TEST_JOBS) tests --run-slow
 
 bench-relation: data
 	@$(PY) tools/analysis_tools/benchmark_relation.py --data data/shapes/relation

@@ -1,5 +1,6 @@
 """Shared fixtures. ``tests/`` has no ``__init__.py``: the mmseg wheel ships a top-level
 ``tests`` package that would shadow ours."""
+import os
 import os.path as osp
 import subprocess
 import sys
@@ -7,6 +8,29 @@ import sys
 import pytest
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity, capped by a cgroup v2 CPU quota.
+
+    A container often shows all the host's cores while its quota allows two; torch would then
+    start a thread per visible core and the threads would mostly wait for each other.
+    """
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        with open('/sys/fs/cgroup/cpu.max') as f:
+            quota, period = f.read().split()
+        if quota != 'max':
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+# Before torch is imported (here and in the tools the tests start), unless the caller chose;
+# pytest-xdist workers (`make test` runs two) share the CPUs.
+workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1'))
+os.environ.setdefault('OMP_NUM_THREADS', str(max(1, usable_cpus() // workers)))
 
 
 def pytest_addoption(parser):

@@ -54,16 +54,19 @@ clean:
 # and memory vs resolution, the 9216 x 9216 Linear-InfViT-4L inference, FLOPs, attention maps
 # and attention quality (the last two use the classifier that `make demo` trains).
 BENCH_OUT ?= work_dirs/bench
-BENCH_MODELS := infvit-4l-linear infvit-4l-pure infvit-4l-softmax vit-4l-sdpa weightformer-t deit-t-sdpa
+BENCH_MODELS := infvit-4l-linear infvit-4l-pure infvit-4l-softmax vit-4l-sdpa weightformer-t \
+	deit-t-sdpa veca-small
 DEMO_CLS := work_dirs/demo/infvit-demo-linear_shapes-cls
+VECA_ELASTIC := configs/demo/veca-demo-elastic_shapes-cls.py
+VECA_ELASTIC_DIR := work_dirs/demo/veca-demo-elastic_shapes-cls
 
-.PHONY: bench bench-scaling bench-9216 bench-flops bench-attention
+.PHONY: bench bench-scaling bench-9216 bench-flops bench-attention bench-elastic
 
-bench: bench-flops bench-scaling bench-9216 bench-attention
+bench: bench-flops bench-scaling bench-9216 bench-elastic bench-attention
 
 bench-scaling: setup
 	@$(PY) tools/analysis_tools/benchmark.py --models $(BENCH_MODELS) \
-		--resolutions 224 448 896 1344 1792 2688 4096 --time-budget 60 --mem-limit-gb 16 \
+		--resolutions 224 448 896 1344 1792 2688 4096 --time-budget 45 --mem-limit-gb 16 \
 		--threads 2 --out $(BENCH_OUT)/scaling
 	cp $(BENCH_OUT)/scaling/scaling.png docs/benchmark_scaling_cpu.png
 
@@ -76,12 +79,13 @@ bench-flops: setup
 	@$(PY) tools/analysis_tools/get_flops.py --models $(BENCH_MODELS) \
 		--resolutions 224 512 1024 1248 2048 4096 9216 --out $(BENCH_OUT)/flops.md
 
-bench-attention: data
+bench-attention: data bench-elastic
 	@test -f $(DEMO_CLS)/last_checkpoint || { echo 'run make demo first: it trains the classifier used here'; exit 1; }
 	@$(PY) tools/analysis_tools/visualize_attention.py \
 		--models configs/demo/infvit-demo-linear_shapes-cls.py infvit-demo-pure \
-		infvit-demo-softmax weightformer-test \
+		infvit-demo-softmax weightformer-test $(VECA_ELASTIC) \
 		--checkpoints $$(cat $(DEMO_CLS)/last_checkpoint) none none none \
+		$$(cat $(VECA_ELASTIC_DIR)/last_checkpoint) \
 		--images data/shapes/coco/images/val --max-images 3 --img-size 64 \
 		--out docs/attention_maps.png
 	@$(PY) tools/analysis_tools/eval_attention_quality.py \
@@ -93,3 +97,14 @@ bench-attention: data
 		--images data/shapes/coco/images/val --boxes data/shapes/coco/annotations/instances_val.json \
 		--img-size 64 --out $(BENCH_OUT)/quality_random
 	cp $(BENCH_OUT)/quality_trained/curves.png docs/attention_quality_curves.png
+
+# VECA's nested budgets: train the elastic demo classifier once (a few minutes), then top-1 on
+# the bundled validation set and latency at 256 px for every core budget, with a plot.
+$(VECA_ELASTIC_DIR)/last_checkpoint: | data
+	@$(PY) tools/train.py $(VECA_ELASTIC) --work-dir $(VECA_ELASTIC_DIR)
+
+bench-elastic: $(VECA_ELASTIC_DIR)/last_checkpoint
+	@$(PY) tools/analysis_tools/elastic_sweep.py $(VECA_ELASTIC) \
+		--checkpoint $$(cat $(VECA_ELASTIC_DIR)/last_checkpoint) --img-size 256 --threads 2 \
+		--out $(BENCH_OUT)/elastic
+	cp $(BENCH_OUT)/elastic/elastic_sweep.png docs/elastic_sweep.png

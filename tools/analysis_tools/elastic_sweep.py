@@ -3,7 +3,7 @@
 For each budget C (default 8, 16, ..., 64) the same weights are evaluated:
 
 - with a classifier config (a VECA backbone and a head) and its test dataloader: top-1
-  accuracy on that dataset;
+  accuracy and the mean cross-entropy on that dataset;
 - otherwise (a preset or a backbone config, any images): the feature loss against the full
   budget, ``1 - cos(global_C, global_max)`` and the same for the patch features, averaged
   over the images (``forward_tokens``), which needs no labels and no head;
@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
+from mmengine.config import DictAction
 from torch import Tensor, nn
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
@@ -72,17 +73,20 @@ def feature_loss(backbone: nn.Module, x: Tensor, budget: int, full: int) -> Dict
 
 
 @torch.no_grad()
-def classifier_accuracy(model: nn.Module, dataloader, budget: int) -> float:
-    """Top-1 accuracy of an mmpretrain classifier with ``budget`` active cores."""
+def classifier_metrics(model: nn.Module, dataloader, budget: int) -> Dict[str, float]:
+    """Top-1 accuracy (%) and mean cross-entropy of an mmpretrain classifier with ``budget``
+    active cores (the loss still moves where the accuracy saturates)."""
     model.backbone.active_cores = budget
     correct = total = 0
+    nll = 0.
     for data in dataloader:
         data = model.data_preprocessor(data, False)
         logits = model(data['inputs'], mode='tensor')
         labels = torch.cat([s.gt_label for s in data['data_samples']])
         correct += int((logits.argmax(-1) == labels).sum())
+        nll += float(F.cross_entropy(logits.float(), labels, reduction='sum'))
         total += len(labels)
-    return correct / max(total, 1)
+    return dict(top1=100 * correct / max(total, 1), cross_entropy=nll / max(total, 1))
 
 
 def plot(rows: List[dict], metric: str, path: str, title: str) -> None:
@@ -118,6 +122,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--out', default='work_dirs/elastic_sweep')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+                        help='override settings of a classifier config, e.g. '
+                        'test_dataloader.dataset.data_root=PATH')
     return parser.parse_args(argv)
 
 
@@ -137,12 +144,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         from eval_attention_quality import build_classifier
         from mmengine.config import Config
         from mmengine.runner import Runner
-        classifier = build_classifier(args.model, args.checkpoint)
-        dataloader = Runner.build_dataloader(Config.fromfile(args.model).test_dataloader)
+        cfg = Config.fromfile(args.model)
+        cfg.merge_from_dict(args.cfg_options)
+        classifier = build_classifier(cfg, args.checkpoint)
+        dataloader = Runner.build_dataloader(cfg.test_dataloader)
         backbone = classifier.backbone
     else:
         if args.images is None:
             raise SystemExit('give --images for the feature loss of a preset')
+        if args.cfg_options:
+            raise SystemExit('--cfg-options applies to a classifier config (its test set) only')
         backbone = build_backbone(args.model, checkpoint=args.checkpoint)
         backbone.eval()
         x_eval, _ = load_images(list_images(args.images, args.max_images), args.img_size,
@@ -162,7 +173,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         row = dict(active_cores=budget, latency_ms=median_latency_ms(
             lambda: backbone(x_time, active_cores=budget), args.warmup, args.repeats))
         if classifier is not None:
-            row['top1'] = classifier_accuracy(classifier, dataloader, budget) * 100
+            row.update(classifier_metrics(classifier, dataloader, budget))
         else:
             row.update(feature_loss(backbone, x_eval, budget, budgets[-1]))
         rows.append(row)

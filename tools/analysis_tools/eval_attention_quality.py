@@ -32,12 +32,15 @@ import os
 import os.path as osp
 import sys
 import xml.etree.ElementTree as ET
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from PIL import Image
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from mmengine.config import Config
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from visualize_attention import list_images, load_images, upsample_saliency  # noqa: E402
@@ -195,16 +198,21 @@ def perturbation_curve(classifier: nn.Module, x: Tensor, saliency: Tensor, order
     return torch.stack(curve, 1)
 
 
-def build_classifier(config: str, checkpoint: Optional[str]) -> nn.Module:
-    """An mmpretrain classifier from a config, with a checkpoint or random weights."""
+def build_classifier(config: Union[str, 'Config'], checkpoint: Optional[str]) -> nn.Module:
+    """An mmpretrain classifier from a config (path or loaded), with a checkpoint or random
+    weights."""
     import mmlinear.models  # noqa: F401  (registers the backbones and the config scope)
     from mmengine.config import Config
     from mmengine.registry import MODELS, init_default_scope
-    cfg = Config.fromfile(config)
+    cfg = Config.fromfile(config) if isinstance(config, str) else config.copy()
     if 'head' not in cfg.model:
-        raise ValueError(f'{config} has no classification head; the perturbation metrics '
+        raise ValueError(f'{cfg.filename} has no classification head; the perturbation metrics '
                          f'need a classifier config (mmpretrain ImageClassifier)')
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    # As mmengine's Runner: a top-level data_preprocessor (mmpretrain's convention) is the
+    # model's unless the model sets its own; without it the inputs would not be normalised.
+    if cfg.get('data_preprocessor') is not None:
+        cfg.model.setdefault('data_preprocessor', cfg.data_preprocessor)
     model = MODELS.build(cfg.model)
     model.init_weights()
     if checkpoint:

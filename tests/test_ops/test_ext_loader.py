@@ -82,8 +82,9 @@ def test_device_registry_errors(ext):
     q, k, v = (t.float() for t in qkv())
     rho = torch.ones(3)
     meta = [t.to('meta') for t in (q, k, v, rho)]
+    built = 'CPU and CUDA kernels' if ext.with_cuda() else 'CPU kernels only'
     with pytest.raises(RuntimeError, match='linear_infsa_forward_impl: implementation for '
-                       'device META not found'):
+                       rf'device META not found \(this build of mmlinear._ext has {built}\)'):
         ext.linear_infsa_forward(*meta, None, 1e-6)
     with pytest.raises(RuntimeError, match='pure_infsa_forward_impl: inconsistent devices'):
         ext.pure_infsa_forward(q, meta[1], v, rho, None, 1e-6)

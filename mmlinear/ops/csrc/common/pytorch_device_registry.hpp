@@ -14,6 +14,14 @@
 
 namespace mmlinear {
 
+// What this build holds, for the error of a device without an implementation (kept out of
+// the TORCH_CHECK call: a preprocessor directive inside macro arguments is undefined).
+#ifdef MMLINEAR_WITH_CUDA
+inline constexpr const char* kBuiltKernels = "CPU and CUDA kernels";
+#else
+inline constexpr const char* kBuiltKernels = "CPU kernels only";
+#endif
+
 template <typename FnType, FnType Key>
 class DeviceRegistry {
  public:
@@ -64,12 +72,7 @@ auto dispatch_device_impl(const char* name, Args&&... args) {
   FnType fn = DeviceRegistry<FnType, Key>::instance().find(first->type());
   TORCH_CHECK(fn != nullptr, name, ": implementation for device ",
               c10::DeviceTypeName(first->type()), " not found (this build of mmlinear._ext has ",
-#ifdef MMLINEAR_WITH_CUDA
-              "CPU and CUDA kernels",
-#else
-              "CPU kernels only",
-#endif
-              ").");
+              kBuiltKernels, ").");
   return fn(std::forward<Args>(args)...);
 }
 

@@ -64,6 +64,10 @@ def dynamic_dwconv2d_reference(x: Tensor, weight: Tensor, bias: Optional[Tensor]
     """
     check_dwconv_inputs(x, weight, bias)
     B, C, H, W = x.shape
+    if x.numel() == 0:
+        # Nothing to convolve; a grouped convolution refuses groups = 0 and maps smaller than
+        # the kernel. The empty output still carries x's gradient (also empty).
+        return x * 0
     if bias is not None:
         bias = (bias.repeat(B) if bias.dim() == 1 else bias).reshape(B * C)
     out = F.conv2d(

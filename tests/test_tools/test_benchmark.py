@@ -29,6 +29,8 @@ def test_fit_exponent_recovers_power_laws_over_the_largest_points():
     assert math.isnan(benchmark.fit_exponent([196, 1024], [1.0, None])[0])
     with pytest.raises(ValueError, match='last must be >= 2'):
         benchmark.fit_exponent(tokens, mixed, last=1)
+    assert benchmark.format_exponent(float('nan')) == 'n/a (one point)'
+    assert benchmark.format_exponent(1.004) == '1.00'
 
 
 def test_time_extrapolation_and_run_planning():

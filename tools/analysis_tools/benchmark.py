@@ -354,6 +354,11 @@ def summarize_fits(rows: List[dict], last: int) -> List[dict]:
     return fits
 
 
+def format_exponent(exponent: float) -> str:
+    """An exponent for tables and the console; nan (a single point) as 'n/a'."""
+    return 'n/a (one point)' if math.isnan(exponent) else f'{exponent:.2f}'
+
+
 def plot(rows: List[dict], fits: List[dict], path: str, title: str) -> None:
     """Log-log time and peak memory against tokens, one line per series."""
     import matplotlib
@@ -412,7 +417,8 @@ def markdown_tables(rows: List[dict], fits: List[dict]) -> str:
               'fitted over N = |', '|---|---|---|---|---|---|---|']
     for fit in fits:
         lines.append(f'| {fit["model"]} | {fit["dtype"]} | {fit["mode"]} | {fit["batch"]} | '
-                     f'{fit["time_exponent"]:.2f} | {fit["memory_exponent"]:.2f} | '
+                     f'{format_exponent(fit["time_exponent"])} | '
+                     f'{format_exponent(fit["memory_exponent"])} | '
                      f'{", ".join(f"{t:,}" for t in fit["fit_tokens"])} |')
     return '\n'.join(lines) + '\n'
 
@@ -502,7 +508,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     fits = summarize_fits(rows, args.fit_last)
     for fit in fits:
         print(f'{fit["model"]} b{fit["batch"]} {fit["dtype"]} {fit["mode"]}: time exponent '
-              f'{fit["time_exponent"]:.2f}, memory exponent {fit["memory_exponent"]:.2f} '
+              f'{format_exponent(fit["time_exponent"])}, memory exponent '
+              f'{format_exponent(fit["memory_exponent"])} '
               f'(fitted over N = {fit["fit_tokens"]})')
     print(f'wrote {args.out}/results.json, results.csv, results.md and scaling.png')
 

@@ -5,12 +5,13 @@
 # per iteration (ElasticCoreBudgetHook), plain AdamW in float32, warm-up from lr_min then
 # cosine, as stage 1. No val loop: distillation has no predictions.
 # Generate the data first: python tools/misc/make_tiny_datasets.py
-_base_ = ['../veca/veca-base_distill-stage1_6xb128-135e_obj365-256px.py']
+_base_ = [
+    '../veca/veca-base_distill-stage1_6xb128-135e_obj365-256px.py', '../_base_/veca_variables.py'
+]
 
-veca_demo_arch = dict(embed_dims=96, num_layers=4, num_heads=2, feedforward_channels=256)
 model = dict(
     student=dict(
-        _delete_=True, type='mmlinear.VECA', arch=veca_demo_arch, patch_size=16,
+        _delete_=True, type='mmlinear.VECA', arch={{_base_.veca_demo_arch}}, patch_size=16,
         active_cores=64),
     teacher=dict(
         _delete_=True,

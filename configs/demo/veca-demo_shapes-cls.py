@@ -2,14 +2,13 @@
 # 96-wide VECA (2 heads of 48) with 8x8 patches (64 patches, up to 64 cores), classified from
 # the global token (core 0) at the full budget. The rest is the InfViT demo.
 # Generate the data first: python tools/misc/make_tiny_datasets.py
-_base_ = ['./infvit-demo-linear_shapes-cls.py']
+_base_ = ['./infvit-demo-linear_shapes-cls.py', '../_base_/veca_variables.py']
 
-veca_demo_arch = dict(embed_dims=96, num_layers=4, num_heads=2, feedforward_channels=256)
 model = dict(
     backbone=dict(
         _delete_=True,
         type='mmlinear.VECA',
-        arch=veca_demo_arch,
+        arch={{_base_.veca_demo_arch}},
         patch_size=8,
         active_cores=64,
         out_type='cls_token'),
@@ -21,8 +20,4 @@ optim_wrapper = dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
         flat_decay_mult=0.0,
-        custom_keys={
-            'query_token_chunks': dict(decay_mult=0.0),
-            'qcoord_chunks': dict(decay_mult=0.0),
-            'pos_alpha': dict(decay_mult=0.0),
-        }))
+        custom_keys={{_base_.veca_no_decay_keys}}))

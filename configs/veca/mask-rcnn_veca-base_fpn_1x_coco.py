@@ -2,17 +2,11 @@
 # template (the shared recipe in ../_base_/), no decay on norms and the core bank. The paper
 # reports no COCO result; this config is provided untrained. Start from a distilled student
 # with model.backbone.init_cfg=dict(type='Pretrained', checkpoint=..., prefix='student.').
-_base_ = ['../_base_/mask-rcnn_simple-pyramid_adamw_1x_coco.py']
+_base_ = ['../_base_/mask-rcnn_simple-pyramid_adamw_1x_coco.py', '../_base_/veca_variables.py']
 
 model = dict(
     backbone=dict(type='mmlinear.VECA', arch='base', active_cores=64),
     neck=dict(in_channels=768))
 
 optim_wrapper = dict(
-    paramwise_cfg=dict(
-        norm_decay_mult=0.0,
-        custom_keys={
-            'query_token_chunks': dict(decay_mult=0.),
-            'qcoord_chunks': dict(decay_mult=0.),
-            'pos_alpha': dict(decay_mult=0.),
-        }))
+    paramwise_cfg=dict(norm_decay_mult=0.0, custom_keys={{_base_.veca_no_decay_keys}}))

@@ -3,7 +3,7 @@
 # the core bank. The paper reports no ADE20K result; this config is provided untrained. Start
 # from a distilled student with
 # model.backbone.init_cfg=dict(type='Pretrained', checkpoint=..., prefix='student.').
-_base_ = ['../_base_/upernet_simple-pyramid_adamw_160k_ade20k-512x512.py']
+_base_ = ['../_base_/upernet_simple-pyramid_adamw_160k_ade20k-512x512.py', '../_base_/veca_variables.py']
 
 model = dict(
     backbone=dict(type='mmlinear.VECA', arch='base', active_cores=64),
@@ -12,10 +12,4 @@ model = dict(
     auxiliary_head=dict(in_channels=768))
 
 optim_wrapper = dict(
-    paramwise_cfg=dict(
-        norm_decay_mult=0.0,
-        custom_keys={
-            'query_token_chunks': dict(decay_mult=0.),
-            'qcoord_chunks': dict(decay_mult=0.),
-            'pos_alpha': dict(decay_mult=0.),
-        }))
+    paramwise_cfg=dict(norm_decay_mult=0.0, custom_keys={{_base_.veca_no_decay_keys}}))

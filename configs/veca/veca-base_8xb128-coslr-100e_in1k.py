@@ -8,6 +8,7 @@ _base_ = [
     'mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
     'mmpretrain::_base_/schedules/imagenet_bs1024_adamw_swin.py',
     'mmpretrain::_base_/default_runtime.py',
+    '../_base_/veca_variables.py',
 ]
 
 model = dict(
@@ -28,12 +29,7 @@ val_dataloader = dict(batch_size=128)
 test_dataloader = val_dataloader
 optim_wrapper = dict(
     optimizer=dict(lr=1e-3),
-    paramwise_cfg=dict(
-        custom_keys={
-            'query_token_chunks': dict(decay_mult=0.0),
-            'qcoord_chunks': dict(decay_mult=0.0),
-            'pos_alpha': dict(decay_mult=0.0),
-        }),
+    paramwise_cfg=dict(custom_keys={{_base_.veca_no_decay_keys}}),
     clip_grad=dict(max_norm=5.0))
 max_epochs = 100
 param_scheduler = [

@@ -9,7 +9,7 @@ from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
-from ..utils import (check_choice, freeze_modules, normalize_indices,
+from ..utils import (check_choice, check_frozen_stages, freeze_modules, normalize_indices,
                      pos_embed_for_valid_regions, resize_pos_embed, resolve_arch,
                      resolve_padding_mask, token_padding_mask, valid_token_grids)
 
@@ -104,10 +104,7 @@ class InfViT(BaseModule):
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         self.interpolate_mode = interpolate_mode
         self.out_indices = normalize_indices('out_indices', out_indices, self.num_layers)
-        if not -1 <= frozen_stages <= self.num_layers:
-            raise ValueError(f'frozen_stages must lie in [-1, {self.num_layers}], got '
-                             f'{frozen_stages}')
-        self.frozen_stages = frozen_stages
+        self.frozen_stages = check_frozen_stages(frozen_stages, self.num_layers)
         self.with_cp = with_cp
 
         self.patch_embed = PatchEmbed(in_channels, self.embed_dims, patch_size)

@@ -11,8 +11,8 @@ from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
 from ..layers import DynamicDWConv, DynamicLinear, ProjPatchEmbed, tokens_to_map
-from ..utils import (check_choice, freeze_modules, normalize_indices, resolve_arch,
-                     resolve_padding_mask, token_padding_mask)
+from ..utils import (check_choice, check_frozen_stages, freeze_modules, normalize_indices,
+                     resolve_arch, resolve_padding_mask, token_padding_mask)
 
 OUT_TYPES = ('featmap', 'avg_featmap')
 
@@ -151,10 +151,7 @@ class WeightFormer(BaseModule):
         self.out_type = out_type
         self.patch_size = patch_size
         self.out_indices = normalize_indices('out_indices', out_indices, self.num_layers)
-        if not -1 <= frozen_stages <= self.num_layers:
-            raise ValueError(f'frozen_stages must lie in [-1, {self.num_layers}], got '
-                             f'{frozen_stages}')
-        self.frozen_stages = frozen_stages
+        self.frozen_stages = check_frozen_stages(frozen_stages, self.num_layers)
         self.with_cp = with_cp
 
         self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)

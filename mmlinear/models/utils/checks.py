@@ -46,6 +46,25 @@ def normalize_indices(name: str, indices: Union[int, Sequence[int]], length: int
     return tuple(sorted(result))
 
 
+def check_frozen_stages(frozen_stages: int, num_layers: int) -> int:
+    """Validate ``frozen_stages`` (-1: nothing frozen, 0: the patch embedding, i: also the
+    first i layers).
+
+    Args:
+        frozen_stages (int): The value given.
+        num_layers (int): Number of layers of the backbone.
+
+    Returns:
+        int: ``frozen_stages``.
+
+    Raises:
+        ValueError: If it lies outside ``[-1, num_layers]``.
+    """
+    if not -1 <= frozen_stages <= num_layers:
+        raise ValueError(f'frozen_stages must lie in [-1, {num_layers}], got {frozen_stages}')
+    return frozen_stages
+
+
 def resolve_arch(arch: Union[str, dict], arch_zoo: Mapping[str, dict],
                  required: Iterable[str]) -> Dict[str, int]:
     """Settings of a preset name (case-insensitive) or of a custom arch dict.

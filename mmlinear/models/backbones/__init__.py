@@ -1,4 +1,4 @@
-from .inf_vit import InfViT
+from .infvit import InfViT
 from .veca import VECA
 from .weightformer import WeightFormer
 

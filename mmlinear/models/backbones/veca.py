@@ -1,43 +1,30 @@
 """VECA: Visual Elastic Core Attention (Song et al., "Elastic Attention Cores for Scalable
 Vision Transformers", arXiv 2605.12491, 2026); official code github.com/alansong1322/VECA."""
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
-from mmengine.model import BaseModule
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
 from ..layers import (ProjPatchEmbed, Rope2D, VECABlock, active_prefix, build_coordinate_head,
-                      build_core_bank, check_core_budget, move_cores, patch_grid_coords,
-                      tokens_to_map)
-from ..utils import (check_choice, check_frozen_stages, freeze_modules, normalize_indices,
-                     resolve_arch, resolve_padding_mask, token_padding_mask)
-
-OUT_TYPES = ('featmap', 'cls_token')
-
-
-class BlockStep(NamedTuple):
-    """What :meth:`VECA._run_blocks` yields after each block."""
-    index: int
-    tokens: Tensor  # (B, C + N, D) after the block
-    core_coords: Tensor  # (B, C, 2) the core coordinates the block used
-    hw_shape: Tuple[int, int]
-    weights: Optional[Tensor]  # (B, heads, C, C + N) core attention rows, if asked for
+                      build_core_bank, check_core_budget, move_cores, patch_grid_coords)
+from ..utils import valid_extents
+from .base_plain_backbone import BasePlainBackbone, BlockStep, TokenGrid
 
 
 @MODELS.register_module()
-class VECA(BaseModule):
-    """VECA backbone: N patch tokens exchange information only through C learned cores.
+class VECA(BasePlainBackbone):
+    """VECA backbone: N patch tokens exchange information only through K learned cores.
 
-    Each block runs core-periphery attention on ``[cores; patches]``: the C cores attend to
-    all C + N tokens, the patches to the cores only, so the cost is linear in N. Position
+    Each block runs core-periphery attention on ``[cores; patches]``: the K cores attend to
+    all K + N tokens, the patches to the cores only, so the cost is linear in N. Position
     enters only through a 2D axial RoPE: patches sit on their grid, cores at learned
     coordinates that a coordinate head moves from layer to layer. The bank holds 64 ordered
-    cores (chunks of 8); any prefix of C in {8, 16, ..., 64} cores runs with the same weights
-    (the elastic budget), and the cores beyond it take no part at all. Core 0 after the final
-    norm is the global (CLS-like) token. No CLS token, registers or absolute positions, so
-    any input size works.
+    cores (chunks of 8); any prefix of K in {8, 16, ..., 64} cores runs with the same weights
+    (the elastic budget, ``active_cores``), and the cores beyond it take no part at all.
+    Core 0 after the final norm is the global (CLS-like) token. No CLS token, registers or
+    absolute positions, so any input size works. Symbols: C is the width
+    (``embed_dims``), K the number of active cores, N the number of patches.
 
     Differences from the reference, all deliberate:
 
@@ -59,19 +46,19 @@ class VECA(BaseModule):
         arch (str | dict): 'small', 'splus', 'base', 'large' (or 's', 'b', 'l'), 'test' (a
             tiny CPU preset), or a dict with ``embed_dims``, ``num_layers``, ``num_heads`` and
             ``feedforward_channels`` (the SwiGLU hidden width). Defaults to 'base'.
-        active_cores (int): Default core budget C, one of 8, 16, ..., 64. Settable later
+        active_cores (int): Default core budget K, one of 8, 16, ..., 64. Settable later
             (``model.active_cores = 32``, as the elastic-budget hook does) and per call.
             Defaults to 64.
         patch_size (int): Patch side. Defaults to 16.
         in_channels (int): Image channels. Defaults to 3.
-        out_channels (int, optional): Width of an output projection ``Linear(D,
+        out_channels (int, optional): Width of an output projection ``Linear(C,
             out_channels)`` after the final norm (the reference ``output_proj``, used when
-            distilling into a teacher of another width). None or D: no projection.
+            distilling into a teacher of another width). None or C: no projection.
             Defaults to None.
         out_indices (int | Sequence[int]): Blocks whose outputs :meth:`forward` returns;
             negative values count from the end. Defaults to -1.
-        out_type (str): 'featmap' ((B, D, Hp, Wp) patch tokens, for dense tasks) or
-            'cls_token' ((B, D) core 0, for classification). Defaults to 'featmap'.
+        out_type (str): 'featmap' ((B, C, H', W') patch tokens, for dense tasks) or
+            'cls_token' ((B, C) core 0, for classification). Defaults to 'featmap'.
         dropout (float): Attention and MLP dropout (0 in every released model).
             Defaults to 0.
         rope_shift_coords (float, optional): Training-time random shift of the patch
@@ -101,6 +88,8 @@ class VECA(BaseModule):
         # Not a released model: small enough for CPU tests and demos.
         'test': dict(embed_dims=64, num_layers=2, num_heads=2, feedforward_channels=128),
     }
+    arch_keys = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
+    out_types = ('featmap', 'cls_token')
     max_cores = 64  # the bank size M of every released family
     core_chunk_size = 8  # the budget granularity
 
@@ -120,18 +109,9 @@ class VECA(BaseModule):
                  init_cfg: Optional[Union[dict, List[dict]]] = dict(
                      type='TruncNormal', layer=['Linear', 'Conv2d'], std=.02, bias=0.)
                  ) -> None:
-        super().__init__(init_cfg=init_cfg)
-        self.arch_settings = resolve_arch(
-            arch, self.arch_zoo, ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'))
-        check_choice('out_type', out_type, OUT_TYPES)
-        self.embed_dims = self.arch_settings['embed_dims']
-        self.num_layers = self.arch_settings['num_layers']
+        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp,
+                         init_cfg)
         self.out_channels = out_channels or self.embed_dims
-        self.out_type = out_type
-        self.patch_size = patch_size
-        self.out_indices = normalize_indices('out_indices', out_indices, self.num_layers)
-        self.frozen_stages = check_frozen_stages(frozen_stages, self.num_layers)
-        self.with_cp = with_cp
         self.active_cores = active_cores
 
         self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)
@@ -147,7 +127,7 @@ class VECA(BaseModule):
             VECABlock(self.embed_dims, self.arch_settings['num_heads'],
                       self.arch_settings['feedforward_channels'], dropout)
             for _ in range(self.num_layers))
-        self.final_norm = nn.LayerNorm(self.embed_dims)
+        self._add_final_norm(nn.LayerNorm(self.embed_dims))
         self.output_proj = (nn.Identity() if self.out_channels == self.embed_dims else
                             nn.Linear(self.embed_dims, self.out_channels))
         self._freeze_stages()
@@ -161,167 +141,151 @@ class VECA(BaseModule):
     def active_cores(self, value: int) -> None:
         self._active_cores = check_core_budget(value, self.max_cores, self.core_chunk_size)
 
-    def _freeze_stages(self) -> None:
-        if self.frozen_stages < 0:
-            return
-        frozen: List[nn.Module] = [self.patch_embed, self.query_token_chunks,
-                                   self.qcoord_chunks]
-        frozen += list(self.blocks[:self.frozen_stages])
+    def _stem_parts(self) -> List[nn.Module]:
+        return [self.patch_embed, self.query_token_chunks, self.qcoord_chunks]
+
+    def _head_parts(self) -> List[nn.Module]:
+        return [self.final_norm, self.output_proj]
+
+    def _frozen_parts(self) -> List[Union[nn.Module, nn.Parameter]]:
+        parts = super()._frozen_parts()
         # pos_linears[i - 1] moves the cores before block i.
-        frozen += list(self.pos_linears[:max(self.frozen_stages - 1, 0)])
+        parts += list(self.pos_linears[:max(self.frozen_stages - 1, 0)])
         if self.frozen_stages >= 2:
-            self.pos_alpha.requires_grad = False
-        if self.frozen_stages == self.num_layers:
-            frozen += [self.final_norm, self.output_proj]
-        freeze_modules(frozen)
+            parts.append(self.pos_alpha)
+        return parts
 
-    def train(self, mode: bool = True) -> 'VECA':
-        """Set the training mode, keeping frozen stages in eval mode."""
-        super().train(mode)
-        self._freeze_stages()
-        return self
-
-    def _embed(self, x: Tensor, padding_mask: Optional[Tensor]
-               ) -> Tuple[Tensor, Tensor, Tuple[int, int], Optional[Tensor]]:
-        """Patch tokens, their RoPE coordinates (augmented in training), the grid shape and
-        the (B, N) token padding mask."""
+    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor],
+               num_cores: int) -> TokenGrid:
+        """``[cores; patches]``, and the patches' RoPE coordinates (augmented in training)."""
         B = x.shape[0]
-        padding_mask = resolve_padding_mask(x, padding_mask)
         patches, hw_shape = self.patch_embed(x)
-        token_mask = valid_hw = None
-        if padding_mask is not None:
-            token_mask = token_padding_mask(padding_mask, self.patch_size)
-            valid = ~token_mask.view(B, *hw_shape)
-            # The valid region is the top-left corner (mmdet / mmseg padding); an all-padding
-            # image keeps a 1 x 1 grid so its coordinates stay finite.
-            valid_hw = torch.stack([valid.any(2).sum(1), valid.any(1).sum(1)], 1).clamp(min=1)
-        coords = patch_grid_coords(hw_shape, valid_hw, patches.device).expand(B, -1, -1)
-        return patches, self.rope.augment_patch_coords(coords), hw_shape, token_mask
-
-    def _run_blocks(self, x: Tensor, num_cores: int, padding_mask: Optional[Tensor],
-                    need_weights: bool = False) -> Iterator[BlockStep]:
-        """Run the blocks on ``[cores; patches]``, yielding a :class:`BlockStep` after each
-        (with the core attention weights when ``need_weights``)."""
-        B = x.shape[0]
-        patches, patch_coords, hw_shape, token_mask = self._embed(x, padding_mask)
+        extents = None
+        if token_padding_mask is not None:
+            # Each image's patch coordinates span its own valid grid, not the padded one.
+            extents = valid_extents(token_padding_mask, hw_shape)
+        coords = patch_grid_coords(hw_shape, extents, patches.device).expand(B, -1, -1)
         num_chunks = num_cores // self.core_chunk_size
         cores = active_prefix(self.query_token_chunks, num_chunks, B)
-        raw_coords = active_prefix(self.qcoord_chunks, num_chunks, B)
-        x = torch.cat([cores, patches], dim=1)
-        for i, block in enumerate(self.blocks):
-            if i > 0:
-                raw_coords = move_cores(raw_coords, x[:, :num_cores], self.pos_linears[i - 1],
-                                        self.pos_alpha[i - 1])
-            core_coords = torch.tanh(raw_coords)
-            cos, sin = self.rope(torch.cat([core_coords, patch_coords], dim=1))
-            weights = None
-            if need_weights:
-                x, weights = block(x, num_cores, cos, sin, token_mask, need_weights=True)
-            elif self.with_cp and x.requires_grad:
-                x = checkpoint(block, x, num_cores, cos, sin, token_mask, use_reentrant=False)
-            else:
-                x = block(x, num_cores, cos, sin, token_mask)
-            yield BlockStep(i, x, core_coords, hw_shape, weights)
+        extras = dict(
+            num_cores=num_cores,
+            patch_coords=self.rope.augment_patch_coords(coords),
+            raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B))
+        return TokenGrid(torch.cat([cores, patches], dim=1), hw_shape, num_cores,
+                         token_padding_mask, extras)
 
-    def _head(self, x: Tensor) -> Tensor:
-        """Final norm then output projection of the last block's tokens (B, T, D)."""
-        return self.output_proj(self.final_norm(x))
+    def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
+        """Move the cores (from block 1 on), then the RoPE angles of ``[cores; patches]``."""
+        extras = grid.extras
+        num_cores = extras['num_cores']
+        if index > 0:
+            extras['raw_core_coords'] = move_cores(extras['raw_core_coords'],
+                                                   tokens[:, :num_cores],
+                                                   self.pos_linears[index - 1],
+                                                   self.pos_alpha[index - 1])
+        extras['core_coords'] = torch.tanh(extras['raw_core_coords'])
+        cos, sin = self.rope(torch.cat([extras['core_coords'], extras['patch_coords']], dim=1))
+        return num_cores, cos, sin, grid.token_padding_mask
+
+    def _apply_head(self, tokens: Tensor) -> Tensor:
+        """Final norm then output projection of the last block's tokens (B, K + N, C)."""
+        return self.output_proj(self.final_norm(tokens))
 
     def forward(self,
                 x: Tensor,
-                active_cores: Optional[int] = None,
-                padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
+                padding_mask: Optional[Tensor] = None,
+                *,
+                active_cores: Optional[int] = None) -> Tuple[Tensor, ...]:
         """Features for OpenMMLab heads and necks.
 
         The last block's output goes through the final norm and the output projection, as in
         :meth:`forward_tokens`. Earlier ``out_indices`` give the raw residual stream (no
         norm, no projection), as mmpretrain's ViT and the other mmlinear backbones: the final
         norm was fitted to the last block's statistics only, and the reference never
-        normalises intermediate layers (the spec leaves this open).
+        normalises intermediate layers.
 
         Args:
-            x (Tensor): (B, in_channels, H, W) images, any H, W >= patch_size.
-            active_cores (int, optional): Core budget C for this call (8, 16, ..., 64).
-                Defaults to None (:attr:`active_cores`).
+            x (Tensor): (B, in_channels, H, W) floating-point images, any H, W >=
+                patch_size.
             padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels, the valid
                 region in the top-left corner (as mmdet / mmseg pad). Defaults to None: the
                 mask attached to ``x`` by the mmlinear data preprocessors, if any.
+            active_cores (int, optional): Core budget K for this call (8, 16, ..., 64).
+                Defaults to None (:attr:`active_cores`).
 
         Returns:
-            tuple[Tensor, ...]: One entry per ``out_indices``: (B, D', Hp, Wp) patch maps for
-            'featmap' or (B, D') core 0 for 'cls_token', with Hp = ceil(H / p),
-            Wp = ceil(W / p), D' = ``out_channels`` at the last block and D before it.
+            tuple[Tensor, ...]: One entry per ``out_indices``: (B, C', H', W') patch maps for
+            'featmap' or (B, C') core 0 for 'cls_token', with H' = ceil(H / p),
+            W' = ceil(W / p), C' = ``out_channels`` at the last block and C before it.
         """
-        num_cores = self._budget(active_cores)
-        outs = []
-        for i, tokens, _, hw_shape, _ in self._run_blocks(x, num_cores, padding_mask):
-            if i not in self.out_indices:
-                continue
-            if i == self.num_layers - 1:
-                tokens = self._head(tokens)
-            if self.out_type == 'cls_token':
-                outs.append(tokens[:, 0])
-            else:
-                outs.append(tokens_to_map(tokens[:, num_cores:], hw_shape))
-        return tuple(outs)
+        return self._forward_outputs(self._steps(x, padding_mask, active_cores))
 
     def forward_tokens(self,
                        x: Tensor,
-                       active_cores: Optional[int] = None,
-                       padding_mask: Optional[Tensor] = None) -> Dict[str, object]:
+                       padding_mask: Optional[Tensor] = None,
+                       *,
+                       active_cores: Optional[int] = None) -> Dict[str, object]:
         """The reference outputs, for distillation.
 
         Args: as :meth:`forward`.
 
         Returns:
-            dict: 'global' (B, D') core 0 and 'patches' (B, N, D') patch tokens, both after the
-            final norm and the output projection (D' = ``out_channels``); 'hw_shape'
-            (Hp, Wp) with N = Hp * Wp.
+            dict: 'global' (B, C') core 0 and 'patches' (B, N, C') patch tokens, both after
+            the final norm and the output projection (C' = ``out_channels``); 'hw_shape'
+            (H', W') with N = H' * W'.
         """
-        num_cores = self._budget(active_cores)
-        *_, (_, tokens, _, hw_shape, _) = self._run_blocks(x, num_cores, padding_mask)
-        tokens = self._head(tokens)
-        return {'global': tokens[:, 0], 'patches': tokens[:, num_cores:], 'hw_shape': hw_shape}
+        *_, last = self._steps(x, padding_mask, active_cores)
+        tokens = self._apply_head(last.tokens)
+        num_cores = last.grid.num_extra_tokens
+        return {
+            'global': tokens[:, 0],
+            'patches': tokens[:, num_cores:],
+            'hw_shape': last.grid.hw_shape
+        }
 
     def core_coordinates(self,
                          x: Tensor,
-                         active_cores: Optional[int] = None,
-                         padding_mask: Optional[Tensor] = None) -> Tensor:
+                         padding_mask: Optional[Tensor] = None,
+                         *,
+                         active_cores: Optional[int] = None) -> Tensor:
         """Where the cores sit in every block (for visualisation and analysis).
 
         Args: as :meth:`forward`.
 
         Returns:
-            Tensor: (L, B, C, 2) the (x, y) RoPE coordinates, in (-1, 1), that each block
+            Tensor: (L, B, K, 2) the (x, y) RoPE coordinates, in (-1, 1), that each block
             used for the cores; block 0 uses ``tanh`` of the bank's raw coordinates.
         """
-        num_cores = self._budget(active_cores)
         return torch.stack(
-            [step.core_coords for step in self._run_blocks(x, num_cores, padding_mask)])
+            [step.extras['core_coords'] for step in self._steps(x, padding_mask, active_cores)])
 
     def forward_attention_maps(self,
                                x: Tensor,
-                               active_cores: Optional[int] = None,
-                               padding_mask: Optional[Tensor] = None) -> List[Tensor]:
+                               padding_mask: Optional[Tensor] = None,
+                               *,
+                               active_cores: Optional[int] = None) -> List[Tensor]:
         """The cores' attention in every block, for visualisation and attention metrics.
 
         Only the cores attend to the patches (the patches attend to the cores), so the
         spatial maps are the core rows; core 0 is the global token (``query='first'`` of
-        :func:`~mmlinear.utils.attention_saliency.attention_saliency`).
+        :func:`~mmlinear.visualization.attention_saliency`).
 
         Args: as :meth:`forward`.
 
         Returns:
-            list[Tensor]: Per block, (B, num_heads, C, C + N) softmax rows of the C core
+            list[Tensor]: Per block, (B, num_heads, K, K + N) softmax rows of the K core
             queries over the cores then the patches (zero on padded patches).
         """
-        num_cores = self._budget(active_cores)
-        return [
-            step.weights
-            for step in self._run_blocks(x, num_cores, padding_mask, need_weights=True)
-        ]
+        steps = self._steps(x, padding_mask, active_cores, need_weights=True)
+        return [step.weights for step in steps]
 
-    def _budget(self, active_cores: Optional[int]) -> int:
-        if active_cores is None:
-            return self.active_cores
-        return check_core_budget(active_cores, self.max_cores, self.core_chunk_size)
+    def _steps(self,
+               x: Tensor,
+               padding_mask: Optional[Tensor],
+               active_cores: Optional[int],
+               need_weights: bool = False) -> Iterator[BlockStep]:
+        """The block loop with the budget of this call (the default when None)."""
+        num_cores = self.active_cores
+        if active_cores is not None:
+            num_cores = check_core_budget(active_cores, self.max_cores, self.core_chunk_size)
+        return self._run_blocks(x, padding_mask, need_weights, num_cores=num_cores)

@@ -1,4 +1,5 @@
-"""The ordered bank of learned VECA cores and their initial coordinates (VECA spec 3 and 6)."""
+"""The ordered bank of learned VECA cores and their initial coordinates, built as the
+official VECA code builds them."""
 import math
 import numbers
 from typing import Tuple
@@ -53,19 +54,19 @@ def build_core_bank(num_cores: int, chunk_size: int, embed_dims: int, fps_pool_s
                     fps_coord_range: float = 0.95) -> Tuple[nn.ParameterList, nn.ParameterList]:
     """Core embeddings and raw coordinates, stored in chunks (released key layout).
 
-    Chunks make the elastic budget cheap: a budget of C cores uses the first C / chunk_size
+    Chunks make the elastic budget cheap: a budget of K cores uses the first K / chunk_size
     chunks, and the others get no gradient.
 
     Args:
         num_cores (int): Cores M, a multiple of ``chunk_size``.
         chunk_size (int): Cores per chunk.
-        embed_dims (int): Token width D.
+        embed_dims (int): Token width C.
         fps_pool_size (int): See :func:`fps_core_coords`. Defaults to 1000.
         fps_coord_range (float): See :func:`fps_core_coords`. Defaults to 0.95.
 
     Returns:
-        tuple[ParameterList, ParameterList]: M / chunk_size chunks of (1, chunk_size, D)
-        embeddings drawn from N(0, 1 / D) (not truncated, as the reference), and of
+        tuple[ParameterList, ParameterList]: M / chunk_size chunks of (1, chunk_size, C)
+        embeddings drawn from N(0, 1 / C) (not truncated, as the reference), and of
         (1, chunk_size, 2) raw coordinates.
     """
     if num_cores % chunk_size:

@@ -1,4 +1,4 @@
-"""The coordinate head that moves the VECA cores from layer to layer (VECA spec 5)."""
+"""The coordinate head that moves the VECA cores from layer to layer (VECA paper, Fig. 2)."""
 from typing import Tuple
 
 import torch
@@ -7,10 +7,10 @@ from torch import Tensor, nn
 
 def build_coordinate_head(embed_dims: int, num_layers: int,
                           alpha_init: float = 0.01) -> Tuple[nn.ModuleList, nn.Parameter]:
-    """One ``Linear(D, 2)`` per layer after the first, and one gain per such layer.
+    """One ``Linear(C, 2)`` per layer after the first, and one gain per such layer.
 
     Args:
-        embed_dims (int): Token width D.
+        embed_dims (int): Token width C.
         num_layers (int): Blocks L.
         alpha_init (float): Initial gains. Defaults to 0.01.
 
@@ -30,14 +30,14 @@ def move_cores(raw_coords: Tensor, cores: Tensor, linear: nn.Linear, alpha: Tens
     callers take ``tanh`` of the result, which keeps the cores inside (-1, 1).
 
     Args:
-        raw_coords (Tensor): (B, C, 2) raw coordinates used by the previous block.
-        cores (Tensor): (B, C, D) the cores' residual stream after the previous block (not
+        raw_coords (Tensor): (B, K, 2) raw coordinates used by the previous block.
+        cores (Tensor): (B, K, C) the cores' residual stream after the previous block (not
             normalised, as the reference).
-        linear (nn.Linear): This layer's ``Linear(D, 2)``.
+        linear (nn.Linear): This layer's ``Linear(C, 2)``.
         alpha (Tensor): () this layer's gain.
 
     Returns:
-        Tensor: (B, C, 2) updated raw coordinates.
+        Tensor: (B, K, 2) updated raw coordinates.
     """
     delta = linear(cores)
     return raw_coords + alpha.to(delta.dtype) * delta

@@ -1,4 +1,4 @@
-"""Core-periphery attention: C core tokens attend to everything, patches only to the cores."""
+"""Core-periphery attention: K core tokens attend to everything, patches only to the cores."""
 import math
 from typing import Optional, Tuple, Union
 
@@ -14,11 +14,11 @@ def core_attention_mask(num_cores: int, key_padding_mask: Tensor) -> Tensor:
     padding.
 
     Args:
-        num_cores (int): C.
+        num_cores (int): K.
         key_padding_mask (Tensor): (B, N) bool, True on padded patches.
 
     Returns:
-        Tensor: (B, 1, 1, C + N) bool, True where attention is allowed (SDPA convention).
+        Tensor: (B, 1, 1, K + N) bool, True where attention is allowed (SDPA convention).
     """
     cores = key_padding_mask.new_ones(key_padding_mask.shape[0], num_cores)
     return torch.cat([cores, ~key_padding_mask], dim=1)[:, None, None, :]
@@ -28,14 +28,14 @@ class CorePeripheryAttention(nn.Module):
     """Multi-head attention over ``[cores; patches]`` with the VECA core-periphery pattern.
 
     Queries, keys and values come from one set of (unfused) projections and are rotated by
-    the 2D RoPE. Two SDPA calls share them (VECA spec 2.2): the C cores attend to all C + N
-    tokens, the N patches to the C cores only. This equals a single call with the mask
-    ``allowed[i, j] = i < C or j < C`` but never forms the N x N block, so the cost is
-    O(C (C + N) + N C) per head, linear in N.
+    the 2D RoPE. Two SDPA calls share them (as the official code; paper Fig. 2(a) draws the
+    pattern): the K cores attend to all K + N tokens, the N patches to the K cores only.
+    This equals a single call with the mask ``allowed[i, j] = i < K or j < K`` but never
+    forms the N x N block, so the cost is O(K (K + N) + N K) per head, linear in N.
 
     Args:
-        embed_dims (int): Token width D.
-        num_heads (int): Heads; D must be divisible by it.
+        embed_dims (int): Token width C.
+        num_heads (int): Heads; C must be divisible by it.
         dropout (float): Dropout on the attention weights and the output (the reference
             uses one rate for both). Defaults to 0.
     """
@@ -55,7 +55,7 @@ class CorePeripheryAttention(nn.Module):
         self.out_drop = nn.Dropout(dropout)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """(B, T, D) -> (B, num_heads, T, head_dims)."""
+        """(B, T, C) -> (B, num_heads, T, head_dims)."""
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.head_dims).transpose(1, 2)
 
@@ -67,21 +67,22 @@ class CorePeripheryAttention(nn.Module):
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
-            x (Tensor): (B, C + N, D) normalised tokens, the C cores first.
-            num_cores (int): C, at least 1 and below C + N.
-            cos (Tensor): (B, C + N, head_dims) RoPE cosines of every token.
-            sin (Tensor): (B, C + N, head_dims) RoPE sines.
-            key_padding_mask (Tensor, optional): (B, N) bool, True on padded patches, which
-                the cores then ignore. Defaults to None (the reference behaviour).
+            x (Tensor): (B, K + N, C) normalised tokens, the K cores first.
+            num_cores (int): K, at least 1 and below K + N.
+            cos (Tensor): (B, K + N, head_dims) RoPE cosines of every token.
+            sin (Tensor): (B, K + N, head_dims) RoPE sines.
+            key_padding_mask (Tensor, optional): (B, N) bool over the patches only (the
+                cores are never padding), True on padded patches, which the cores then
+                ignore. Defaults to None (the reference behaviour).
             need_weights (bool): Also return the cores' attention weights (for
                 visualisation). Defaults to False.
 
         Returns:
-            Tensor | tuple[Tensor, Tensor]: (B, C + N, D), and with ``need_weights`` the
-            (B, num_heads, C, C + N) softmax rows of the core queries over all tokens (the
+            Tensor | tuple[Tensor, Tensor]: (B, K + N, C), and with ``need_weights`` the
+            (B, num_heads, K, K + N) softmax rows of the core queries over all tokens (the
             patches' rows only see the cores, so they carry no spatial map).
         """
-        B, T, D = x.shape
+        B, T, C = x.shape
         if not 1 <= num_cores < T:
             raise ValueError(f'num_cores must lie in [1, {T - 1}] for {T} tokens, got '
                              f'{num_cores}')
@@ -96,7 +97,7 @@ class CorePeripheryAttention(nn.Module):
             q[:, :, :num_cores], k, v, attn_mask=core_mask, dropout_p=drop)
         patches = F.scaled_dot_product_attention(
             q[:, :, num_cores:], k[:, :, :num_cores], v[:, :, :num_cores], dropout_p=drop)
-        out = torch.cat([cores, patches], dim=2).transpose(1, 2).reshape(B, T, D)
+        out = torch.cat([cores, patches], dim=2).transpose(1, 2).reshape(B, T, C)
         out = self.out_drop(self.out_proj(out))
         if not need_weights:
             return out
@@ -107,12 +108,12 @@ def core_attention_weights(q_cores: Tensor, k: Tensor, core_mask: Optional[Tenso
     """The softmax rows that SDPA applies for the core queries (its default 1/sqrt(d) scale).
 
     Args:
-        q_cores (Tensor): (B, heads, C, d) rotated core queries.
-        k (Tensor): (B, heads, C + N, d) rotated keys.
-        core_mask (Tensor, optional): (B, 1, 1, C + N) bool, True where allowed.
+        q_cores (Tensor): (B, heads, K, d) rotated core queries.
+        k (Tensor): (B, heads, K + N, d) rotated keys.
+        core_mask (Tensor, optional): (B, 1, 1, K + N) bool, True where allowed.
 
     Returns:
-        Tensor: (B, heads, C, C + N), rows summing to 1, zero on masked keys.
+        Tensor: (B, heads, K, K + N), rows summing to 1, zero on masked keys.
     """
     scores = q_cores.float() @ k.float().transpose(-2, -1) / math.sqrt(q_cores.shape[-1])
     if core_mask is not None:

@@ -7,13 +7,7 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
 from mmlinear.ops import dynamic_dwconv2d
-from .dynamic_linear import check_tokens
-
-
-def tokens_to_map(x: Tensor, hw_shape: Tuple[int, int]) -> Tensor:
-    """(B, N, C) row-major tokens -> (B, C, H, W) feature map."""
-    B, _, C = x.shape
-    return x.transpose(1, 2).reshape(B, C, *hw_shape)
+from ..utils import check_tokens, tokens_to_map, valid_extents
 
 
 class DynamicDWConv(nn.Module):
@@ -33,7 +27,7 @@ class DynamicDWConv(nn.Module):
     whatever N. Parameter names are those of the released checkpoints: ``w`` (C, 1, k, k),
     ``b`` (C, ), ``wfm.0`` and ``wfm.2`` (no bias).
 
-    With a ``padding_mask`` (off by default: the reference behaviour) the kernels are
+    With a ``token_padding_mask`` (off by default: the reference behaviour) the kernels are
     predicted from the valid region only, taken as the top-left rectangle that holds the
     valid tokens (mmdet / mmseg pad at the bottom and right), and the padded tokens enter
     the convolution as zeros, so the valid outputs are those of the unpadded image.
@@ -66,53 +60,50 @@ class DynamicDWConv(nn.Module):
             if isinstance(module, nn.Conv2d):
                 module.reset_parameters()
 
-    def _pool(self, x_map: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
+    def _pool(self, x_map: Tensor, token_padding_mask: Optional[Tensor]) -> Tensor:
         k = self.kernel_size
-        if padding_mask is None:
+        if token_padding_mask is None:
             return F.adaptive_avg_pool2d(x_map, k)
-        valid = ~padding_mask.reshape(x_map.shape[0], *x_map.shape[2:])
-        heights = valid.any(dim=2).sum(dim=1).clamp(min=1).tolist()
-        widths = valid.any(dim=1).sum(dim=1).clamp(min=1).tolist()
+        extents = valid_extents(token_padding_mask, tuple(x_map.shape[2:])).tolist()
         return torch.stack([
-            F.adaptive_avg_pool2d(sample[:, :h, :w], k)
-            for sample, h, w in zip(x_map, heights, widths)
+            F.adaptive_avg_pool2d(sample[:, :h, :w], k) for sample, (h, w) in zip(x_map, extents)
         ])
 
     def predict_delta(self,
                       x: Tensor,
                       hw_shape: Tuple[int, int],
-                      padding_mask: Optional[Tensor] = None) -> Tensor:
+                      token_padding_mask: Optional[Tensor] = None) -> Tensor:
         """The normalised per-sample kernel change dK_hat.
 
         Args:
             x (Tensor): (B, N, C) row-major tokens.
             hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
 
         Returns:
             Tensor: (B, C, k, k).
         """
-        check_tokens(x, hw_shape, padding_mask)
-        delta = self.wfm(self._pool(tokens_to_map(x, hw_shape), padding_mask))
+        check_tokens(x, hw_shape, token_padding_mask)
+        delta = self.wfm(self._pool(tokens_to_map(x, hw_shape), token_padding_mask))
         norm = delta.flatten(2).norm(dim=-1)[..., None, None]
         return delta / (norm + 1.)
 
     def forward(self,
                 x: Tensor,
                 hw_shape: Tuple[int, int],
-                padding_mask: Optional[Tensor] = None) -> Tensor:
+                token_padding_mask: Optional[Tensor] = None) -> Tensor:
         """Args:
             x (Tensor): (B, N, C) row-major tokens.
             hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
 
         Returns:
             Tensor: (B, N, C).
         """
-        if padding_mask is not None:
-            check_tokens(x, hw_shape, padding_mask)
-            x = x.masked_fill(padding_mask[..., None], 0)
-        kernels = self.predict_delta(x, hw_shape, padding_mask) + self.w.squeeze(1)
+        if token_padding_mask is not None:
+            check_tokens(x, hw_shape, token_padding_mask)
+            x = x.masked_fill(token_padding_mask[..., None], 0)
+        kernels = self.predict_delta(x, hw_shape, token_padding_mask) + self.w.squeeze(1)
         out = dynamic_dwconv2d(tokens_to_map(x, hw_shape), kernels, self.b)
         return out.flatten(2).transpose(1, 2)
 

@@ -6,23 +6,12 @@ import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
-
-def check_tokens(x: Tensor, hw_shape: Tuple[int, int], padding_mask: Optional[Tensor]) -> None:
-    """Raise a ValueError unless ``x`` is (B, H * W, C) and the mask (B, H * W) bool."""
-    H, W = hw_shape
-    if x.dim() != 3 or x.shape[1] != H * W:
-        raise ValueError(f'expected tokens of shape (B, H * W, C) with hw_shape {(H, W)}, got '
-                         f'{tuple(x.shape)}')
-    if padding_mask is not None and (padding_mask.shape != x.shape[:2]
-                                     or padding_mask.dtype != torch.bool):
-        raise ValueError(f'padding_mask must be a bool tensor of shape (B, N) = '
-                         f'{tuple(x.shape[:2])}, got {padding_mask.dtype} '
-                         f'{tuple(padding_mask.shape)}')
+from ..utils import check_tokens
 
 
 def pool_tokens_2x2(x: Tensor,
                     hw_shape: Tuple[int, int],
-                    padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
+                    token_padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor]]:
     """Average row-major tokens over non-overlapping 2 x 2 blocks of their grid.
 
     As ``nn.AvgPool2d(2)`` in the reference, an odd last row / column is dropped, so
@@ -31,7 +20,7 @@ def pool_tokens_2x2(x: Tensor,
     Args:
         x (Tensor): (B, N, C) tokens, N = H * W.
         hw_shape (tuple[int, int]): The token grid (H, W).
-        padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+        token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
 
     Returns:
         tuple: pooled tokens (B, M, C), and, with a mask, (B, M) bool that is True for the
@@ -40,13 +29,13 @@ def pool_tokens_2x2(x: Tensor,
     B, N, C = x.shape
     H, W = hw_shape
     if H < 2 or W < 2:
-        empty_valid = None if padding_mask is None else padding_mask.new_zeros(B, 0)
+        empty_valid = None if token_padding_mask is None else token_padding_mask.new_zeros(B, 0)
         return x.new_zeros(B, 0, C), empty_valid
     pooled = F.avg_pool2d(x.transpose(1, 2).reshape(B, C, H, W), 2)
     pooled = pooled.flatten(2).transpose(1, 2)
-    if padding_mask is None:
+    if token_padding_mask is None:
         return pooled, None
-    valid = (~padding_mask).to(x.dtype).reshape(B, 1, H, W)
+    valid = (~token_padding_mask).to(x.dtype).reshape(B, 1, H, W)
     # The mean of four 0/1 values is exactly 1 only when all four tokens are valid.
     block_valid = F.avg_pool2d(valid, 2).flatten(1) == 1
     return pooled, block_valid
@@ -75,7 +64,7 @@ class DynamicLinear(nn.Module):
 
     On odd grids the last row / column is left out of the pooling while /N keeps every
     token, as the reference (its ``AvgPool2d(2)`` floors); a grid with a side of 1 has no
-    2 x 2 block and gives dW = 0. With a ``padding_mask`` (off by default, which is the
+    2 x 2 block and gives dW = 0. With a ``token_padding_mask`` (off by default, which is the
     reference behaviour) only blocks of four valid tokens are summed and the divisor is the
     number of valid tokens, so a padded image whose valid region is the top-left corner gets
     the weight of the unpadded image.
@@ -118,44 +107,44 @@ class DynamicLinear(nn.Module):
     def predict_delta(self,
                       x: Tensor,
                       hw_shape: Tuple[int, int],
-                      padding_mask: Optional[Tensor] = None) -> Tensor:
+                      token_padding_mask: Optional[Tensor] = None) -> Tensor:
         """The normalised per-sample weight change dW_hat.
 
         Args:
             x (Tensor): (B, N, C_in) row-major tokens.
             hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
 
         Returns:
             Tensor: (B, C_in, C_out).
         """
         B, N, _ = x.shape
-        check_tokens(x, hw_shape, padding_mask)
-        pooled, block_valid = pool_tokens_2x2(x, hw_shape, padding_mask)
+        check_tokens(x, hw_shape, token_padding_mask)
+        pooled, block_valid = pool_tokens_2x2(x, hw_shape, token_padding_mask)
         a, g = self.wfm(pooled).split(self.split_sizes, dim=-1)
         u = F.silu(a) @ self.w1
         v = F.silu(g) @ self.w2
-        if padding_mask is None:
+        if token_padding_mask is None:
             delta = u.transpose(-2, -1) @ v * self.scale / N
         else:
             v = v * block_valid[..., None].to(v.dtype)
-            num_valid = (~padding_mask).sum(1).clamp(min=1).to(v.dtype)
+            num_valid = (~token_padding_mask).sum(1).clamp(min=1).to(v.dtype)
             delta = u.transpose(-2, -1) @ v * self.scale / num_valid[:, None, None]
         return delta / (delta.norm(dim=-2, keepdim=True) + 1.)
 
     def forward(self,
                 x: Tensor,
                 hw_shape: Tuple[int, int],
-                padding_mask: Optional[Tensor] = None) -> Tensor:
+                token_padding_mask: Optional[Tensor] = None) -> Tensor:
         """Args:
             x (Tensor): (B, N, C_in) row-major tokens.
             hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
 
         Returns:
             Tensor: (B, N, C_out).
         """
-        weight = self.predict_delta(x, hw_shape, padding_mask) + self.w
+        weight = self.predict_delta(x, hw_shape, token_padding_mask) + self.w
         return x @ weight + self.b
 
     def extra_repr(self) -> str:

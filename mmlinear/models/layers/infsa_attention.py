@@ -107,7 +107,8 @@ class InfSAAttention(nn.Module):
 
         Args:
             x (Tensor): (B, N, C) tokens.
-            key_padding_mask (Tensor, optional): (B, N) bool, True marks padding tokens,
+            key_padding_mask (Tensor, optional): (B, N) bool over all N tokens of ``x``
+                (in InfViT the CLS token first, never padding), True on padded tokens,
                 which are then excluded from every normalisation and from the keys.
             need_weights (bool): Also return the attention weights. Defaults to False.
 

@@ -48,7 +48,9 @@ class InfViTBlock(nn.Module):
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
             x (Tensor): (B, N, C) tokens.
-            key_padding_mask (Tensor, optional): (B, N) bool, True marks padding.
+            key_padding_mask (Tensor, optional): (B, N) bool over all N tokens (CLS
+                included, never padding), True on padded tokens; the attention's key mask,
+                passed to it as it is.
             need_weights (bool): Also return the attention weights.
 
         Returns:

@@ -1,4 +1,4 @@
-"""2D axial rotary position embedding with interleaved channel pairs (VECA spec section 4)."""
+"""2D axial rotary position embedding with interleaved channel pairs (as the official VECA code)."""
 import math
 from typing import Optional, Tuple
 

@@ -6,7 +6,7 @@ from torch import Tensor, nn
 class SwiGLU(nn.Module):
     """Split the last axis into halves (u, g), in that order, and return ``SiLU(u) * g``.
 
-    Placed between ``fc1: Linear(D, 2 h)`` and ``fc2: Linear(h, D)`` it makes the SwiGLU MLP
+    Placed between ``fc1: Linear(C, 2 h)`` and ``fc2: Linear(h, C)`` it makes the SwiGLU MLP
     of VECA: the first h rows of ``fc1`` feed the SiLU, the last h the linear branch. It has
     no parameters, so a block keeps ``fc1`` / ``fc2`` as its own (the released key layout).
     """

@@ -8,14 +8,14 @@ from .swiglu import SwiGLU
 
 
 class VECABlock(nn.Module):
-    """``x + attn(norm_attn(x))`` then ``x + fc2(SwiGLU(fc1(norm_ffn(x))))`` (VECA spec 2.2).
+    """``x + attn(norm_attn(x))`` then ``x + fc2(SwiGLU(fc1(norm_ffn(x))))`` (the official VECA block; paper Fig. 2).
 
     No layer scale, drop path or QK-norm; every Linear has a bias. Parameter names are those
     of the released checkpoints (``norm_attn``, ``attn.{q,k,v,out}_proj``, ``norm_ffn``,
     ``fc1``, ``fc2``).
 
     Args:
-        embed_dims (int): Token width D.
+        embed_dims (int): Token width C.
         num_heads (int): Attention heads.
         feedforward_channels (int): SwiGLU hidden width h; ``fc1`` has 2 h outputs.
         dropout (float): Dropout in the attention and after the gate and ``fc2``.
@@ -38,21 +38,22 @@ class VECABlock(nn.Module):
                 num_cores: int,
                 cos: Tensor,
                 sin: Tensor,
-                key_padding_mask: Optional[Tensor] = None,
+                token_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
-            x (Tensor): (B, C + N, D), the C cores first.
-            num_cores (int): C.
-            cos (Tensor): (B, C + N, head_dims) RoPE cosines.
-            sin (Tensor): (B, C + N, head_dims) RoPE sines.
-            key_padding_mask (Tensor, optional): (B, N) bool, True on padded patches.
+            x (Tensor): (B, K + N, C), the K cores first.
+            num_cores (int): K.
+            cos (Tensor): (B, K + N, head_dims) RoPE cosines.
+            sin (Tensor): (B, K + N, head_dims) RoPE sines.
+            token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches
+                (the cores are never padding).
             need_weights (bool): Also return the cores' attention weights. Defaults to False.
 
         Returns:
-            Tensor | tuple[Tensor, Tensor]: (B, C + N, D), and with ``need_weights`` the
-            (B, num_heads, C, C + N) core attention rows.
+            Tensor | tuple[Tensor, Tensor]: (B, K + N, C), and with ``need_weights`` the
+            (B, num_heads, K, K + N) core attention rows.
         """
-        attn = self.attn(self.norm_attn(x), num_cores, cos, sin, key_padding_mask,
+        attn = self.attn(self.norm_attn(x), num_cores, cos, sin, token_padding_mask,
                          need_weights)
         attn, weights = attn if need_weights else (attn, None)
         x = x + attn

@@ -1,5 +1,10 @@
-"""Token-level padding masks for batches that mmdet / mmseg pad."""
-from typing import List, Optional, Sequence, Tuple
+"""Padding masks for batches that mmdet / mmseg pad.
+
+Vocabulary used throughout mmlinear: ``padding_mask`` is the (B, H, W) bool pixel mask at
+backbone level; ``token_padding_mask`` the (B, N) bool mask over patch tokens below it; both
+are True on padding.
+"""
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -27,36 +32,43 @@ def pixel_padding_mask(img_shapes: Sequence[Tuple[int, int]], batch_shape: Tuple
     return (rows >= heights) | (cols >= widths)
 
 
-def token_padding_mask(pixel_mask: Tensor, patch_size: int) -> Tensor:
+def pixel_to_token_mask(padding_mask: Tensor, patch_size: int) -> Tensor:
     """Reduce a pixel mask to patches: a patch is padding only if all its pixels are.
 
     Args:
-        pixel_mask (Tensor): (B, H, W) bool, True on padded pixels.
+        padding_mask (Tensor): (B, H, W) bool, True on padded pixels.
         patch_size (int): Patch side p; partial patches at the border count as in
             ``PatchEmbed`` (grid ceil(H / p) x ceil(W / p)).
 
     Returns:
-        Tensor: (B, ceil(H / p) * ceil(W / p)) bool, True on padded tokens.
+        Tensor: (B, ceil(H / p) * ceil(W / p)) bool ``token_padding_mask``, True on padded
+        tokens.
     """
-    valid = (~pixel_mask).float().unsqueeze(1)
+    valid = (~padding_mask).float().unsqueeze(1)
     valid = F.max_pool2d(valid, patch_size, patch_size, ceil_mode=True)
     return (valid == 0).flatten(1)
 
 
-def valid_token_grids(token_mask: Tensor, hw_shape: Tuple[int, int]) -> List[Tuple[int, int]]:
-    """The (h, w) extent of each image's valid token region (top-left, as mmdet / mmseg pad).
+def valid_extents(token_padding_mask: Tensor, hw_shape: Tuple[int, int]) -> Tensor:
+    """The (h, w) extent of each image's valid token region.
+
+    mmdet and mmseg pad at the bottom and right, so the valid region is the top-left
+    rectangle that holds every valid token. An image that is all padding gets the extent
+    (1, 1): its features then stay finite (a defined result rather than an empty grid), and
+    they carry no information about the image.
 
     Args:
-        token_mask (Tensor): (B, H * W) bool, True on padded tokens.
-        hw_shape (tuple[int, int]): The token grid (H, W).
+        token_padding_mask (Tensor): (B, H' * W') bool, True on padded tokens.
+        hw_shape (tuple[int, int]): The token grid (H', W').
 
     Returns:
-        list[tuple[int, int]]: One (h, w) per image.
+        Tensor: (B, 2) int64, the rows h and columns w of each image's valid region, each
+        at least 1.
     """
-    valid = ~token_mask.view(-1, *hw_shape)
-    rows = valid.any(dim=2).sum(dim=1).tolist()
-    cols = valid.any(dim=1).sum(dim=1).tolist()
-    return list(zip(rows, cols))
+    valid = ~token_padding_mask.view(-1, *hw_shape)
+    rows = valid.any(dim=2).sum(dim=1)
+    cols = valid.any(dim=1).sum(dim=1)
+    return torch.stack([rows, cols], dim=1).clamp(min=1)
 
 
 def attach_padding_mask(inputs: Tensor, img_shapes: Sequence[Tuple[int, int]]) -> Tensor:
@@ -95,4 +107,9 @@ def resolve_padding_mask(x: Tensor, padding_mask: Optional[Tensor]) -> Optional[
     if tuple(padding_mask.shape) != expected:
         raise ValueError(f'padding_mask must have shape (B, H, W) = {expected}, got '
                          f'{tuple(padding_mask.shape)}')
-    return padding_mask.bool()
+    if padding_mask.dtype != torch.bool:
+        # A 0/1 float or integer mask is ambiguous (which value marks padding?): refuse it
+        # rather than guess.
+        raise TypeError(f'padding_mask must be a bool tensor (True on padded pixels), got '
+                        f'dtype {padding_mask.dtype}')
+    return padding_mask

@@ -14,11 +14,11 @@ from mmlinear.utils.ext_loader import kernel_ext
 DEVICES = ['cpu'] + (['cuda'] if torch.cuda.is_available() else [])
 CASES = [(device, dtype) for device in DEVICES for dtype in (torch.bfloat16, torch.float16)]
 BACKBONES = {
-    'infvit-linear': lambda: InfViT(arch='infvit-test', attn_type='linear', out_type='featmap'),
-    'infvit-pure': lambda: InfViT(arch='infvit-test', attn_type='pure', out_type='featmap'),
-    'infvit-softmax': lambda: InfViT(arch='infvit-test', attn_type='softmax', out_type='featmap'),
+    'infvit-linear': lambda: InfViT(arch='test', attn_type='linear', out_type='featmap'),
+    'infvit-pure': lambda: InfViT(arch='test', attn_type='pure', out_type='featmap'),
+    'infvit-softmax': lambda: InfViT(arch='test', attn_type='softmax', out_type='featmap'),
     'weightformer': lambda: WeightFormer(
-        arch=dict(embed_dims=32, num_layers=2, feedforward_channels=64), out_type='featmap'),
+        arch='test', out_type='featmap'),
     'veca': lambda: VECA(arch='test', out_type='featmap'),
 }
 

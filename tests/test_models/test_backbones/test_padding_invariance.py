@@ -11,9 +11,9 @@ from mmlinear.models.utils import pixel_padding_mask
 
 WFM_TINY = dict(embed_dims=32, num_layers=3, feedforward_channels=64)  # block 1 is dynamic
 BACKBONES = {
-    'infvit-linear': lambda: InfViT(arch='infvit-test', attn_type='linear', out_type='featmap'),
-    'infvit-pure': lambda: InfViT(arch='infvit-test', attn_type='pure', out_type='featmap'),
-    'infvit-softmax': lambda: InfViT(arch='infvit-test', attn_type='softmax', out_type='featmap'),
+    'infvit-linear': lambda: InfViT(arch='test', attn_type='linear', out_type='featmap'),
+    'infvit-pure': lambda: InfViT(arch='test', attn_type='pure', out_type='featmap'),
+    'infvit-softmax': lambda: InfViT(arch='test', attn_type='softmax', out_type='featmap'),
     'weightformer': lambda: WeightFormer(arch=WFM_TINY, out_type='featmap'),
     'veca': lambda: VECA(arch='test', active_cores=16, out_type='featmap'),
 }

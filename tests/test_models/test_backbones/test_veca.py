@@ -1,5 +1,6 @@
-"""mmlinear.VECA: the faithfulness tests of VECA spec section 10 at model level, the
-OpenMMLab options and padded batches."""
+"""mmlinear.VECA: model-level faithfulness to the official code (parameter counts, key layout,
+locality, elasticity, FLOPs, coordinates, determinism), the OpenMMLab options and padded
+batches."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -31,7 +32,7 @@ def images(*size, batch=2, seed=1):
 
 @pytest.mark.parametrize('arch,count', [('small', 21_628_961), ('splus', 28_719_137),
                                         ('base', 85_725_089), ('large', 303_195_301)])
-def test_t9_parameter_counts(arch, count):
+def test_parameter_counts(arch, count):
     with torch.device('meta'):
         model = VECA(arch=arch, init_cfg=None)
     assert sum(p.numel() for p in model.parameters()) == count
@@ -44,7 +45,7 @@ def test_small_with_a_768_output_projection():
     assert model.out_channels == 768 and model.embed_dims == 384
 
 
-def test_t17_released_key_layout_of_base():
+def test_released_key_layout_of_base():
     with torch.device('meta'):
         keys = set(VECA(arch='base', init_cfg=None).state_dict())
     assert len(keys) == 235
@@ -64,7 +65,7 @@ def perturb_patch0(x):
     return x2
 
 
-def test_t2_depth1_patches_are_independent():
+def test_depth1_patches_are_independent():
     model = tiny(num_layers=1)
     x = images(64, 80)
     with torch.no_grad():
@@ -74,7 +75,7 @@ def test_t2_depth1_patches_are_independent():
     assert (a['global'] - b['global']).abs().max() > 1e-5
 
 
-def test_t3_depth2_patches_interact_through_the_cores():
+def test_depth2_patches_interact_through_the_cores():
     model = tiny(num_layers=2)
     x = images(64, 80)
     with torch.no_grad():
@@ -85,7 +86,7 @@ def test_t3_depth2_patches_interact_through_the_cores():
 # --- elastic budget ----------------------------------------------------------------------
 
 @pytest.mark.parametrize('budget', BUDGETS)
-def test_t5_prefix_elasticity_gradients(budget):
+def test_prefix_elasticity_gradients(budget):
     model = tiny(out_channels=48).train()
     out = model.forward_tokens(images(48, 64), active_cores=budget)
     assert out['global'].shape == (2, 48) and out['patches'].shape == (2, 12, 48)
@@ -101,7 +102,7 @@ def test_t5_prefix_elasticity_gradients(budget):
 
 
 @pytest.mark.parametrize('budget', BUDGETS[:-1])
-def test_t6_budget_isolation(budget):
+def test_budget_isolation(budget):
     model = tiny()
     x = images(48, 64)
     with torch.no_grad():
@@ -125,7 +126,7 @@ def test_budgets_give_different_outputs():
 
 
 @pytest.mark.parametrize('value', [0, 7, 12, 65, 72, 128, -8, True, 8.0, '16'])
-def test_t7_invalid_budgets(value):
+def test_invalid_budgets(value):
     model = tiny()
     with pytest.raises(ValueError, match=ALLOWED):
         model(images(32, 32), active_cores=value)
@@ -157,17 +158,17 @@ def count_flops(model, size):
     return counter.get_flop_counts()['Global']
 
 
-def test_t8_linear_cost_base():
+def test_linear_cost_base():
     """Exact FLOPs of VECA-B at C = 64 (meta tensors, nothing allocated). Projections, MLPs,
-    coordinate heads and the patch conv reproduce the spec totals (measured on the reference
-    without the SDPA FLOPs); attention scores add 4 D (C^2 + 2 N C) per layer."""
+    coordinate heads and the patch conv reproduce the totals measured on the official
+    model code with the same counter (without the SDPA FLOPs); attention scores add 4 D (C^2 + 2 N C) per layer."""
     with torch.device('meta'):
         model = VECA(arch='base', init_cfg=None)
     model = model.to('meta').eval()
     D, L, h, Cc = 768, 12, 2048, 64
-    spec_totals = {256: 54.66, 384: 109.40, 512: 186.03, 768: 404.97, 1024: 711.49}
+    reference_totals = {256: 54.66, 384: 109.40, 512: 186.03, 768: 404.97, 1024: 711.49}
     dense_flops = {}
-    for size, spec in spec_totals.items():
+    for size, total in reference_totals.items():
         counts = {str(k): v for k, v in count_flops(model, size).items()}
         N = (size // 16)**2
         T = Cc + N
@@ -177,7 +178,7 @@ def test_t8_linear_cost_base():
         attention = sum(v for k, v in counts.items() if k not in ('aten.addmm',
                                                                   'aten.convolution'))
         assert attention == L * 4 * D * (Cc * (Cc + N) + N * Cc)
-        assert round((counts['aten.addmm'] + counts['aten.convolution']) / 1e9, 2) == spec
+        assert round((counts['aten.addmm'] + counts['aten.convolution']) / 1e9, 2) == total
         dense_flops[N] = sum(counts.values())
     # Affine in N: one slope between any two resolutions.
     ns = sorted(dense_flops)
@@ -187,7 +188,7 @@ def test_t8_linear_cost_base():
 
 # --- coordinates ------------------------------------------------------------------------------
 
-def test_t12_core_coordinates():
+def test_core_coordinates():
     model = tiny(num_layers=3)
     x = images(48, 64)
     with torch.no_grad():
@@ -220,7 +221,7 @@ def test_attention_maps_are_the_core_rows_of_every_block():
     torch.testing.assert_close(features, again, atol=0, rtol=0)
 
 
-def test_t15_eval_determinism_and_train_augmentation():
+def test_eval_determinism_and_train_augmentation():
     model = tiny()
     x = images(48, 64)
     with torch.no_grad():
@@ -245,7 +246,7 @@ def test_t15_eval_determinism_and_train_augmentation():
 
 
 @pytest.mark.parametrize('size', [(64, 96), (256, 256), (1024, 1024)])
-def test_t16_resolution_agnostic(size):
+def test_resolution_agnostic(size):
     model = tiny()
     with torch.no_grad():
         out = model.forward_tokens(images(*size, batch=1))

@@ -1,11 +1,12 @@
-"""WeightFormer backbone against the specification (weightformer.md, sections 2, 9, 10, 13)."""
+"""WeightFormer backbone against the official model: released key layout, parameter counts,
+FLOPs, the block formulas and the OpenMMLab options."""
 import pytest
 import torch
 from mmengine.registry import init_default_scope
 from torch.utils.flop_counter import FlopCounterMode
 
 from mmlinear.models import WeightFormer
-from mmlinear.models.backbones.weightformer import WeightFormerBlock
+from mmlinear.models.layers import WeightFormerBlock
 from mmlinear.models.layers import DynamicDWConv, DynamicLinear
 
 DYNAMIC = [1, 4, 7, 10, 13, 16]
@@ -70,7 +71,7 @@ def test_dynamic_blocks_are_every_third_from_the_second():
 
 
 def released_layout(C=192, depth=17):
-    """The state-dict keys and shapes of the released checkpoints (spec section 2.5)."""
+    """The state-dict keys and shapes of the released checkpoints."""
     keys = {
         'patch_embed.proj.weight': (C, 3, 16, 16), 'patch_embed.proj.bias': (C, ),
         'init_norm.weight': (C, ), 'init_norm.bias': (C, ), 'norm.weight': (C, ),

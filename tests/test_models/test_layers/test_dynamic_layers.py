@@ -1,6 +1,7 @@
-"""WeightFormer's dynamic layers against the specification (weightformer.md, sections 3, 4, 10).
+"""WeightFormer's dynamic layers against the formulas of the official code (Bilateral
+Activation, Spatially Adaptive Prediction).
 
-Equality checks run in float64, as the spec asks.
+Equality checks run in float64, where rounding cannot hide a wrong formula.
 """
 import pytest
 import torch
@@ -38,7 +39,7 @@ def tokens(B, hw, C, seed=1):
     return torch.randn(B, hw[0] * hw[1], C, dtype=f64)
 
 
-def spec_delta_w(layer, x, hw):
+def formula_delta_w(layer, x, hw):
     """Section 3.2 written out: 2x2 block means (odd edge dropped), fused predictor, SiLU on
     both factors, a sum of outer products scaled by C^-1/2 / N, column soft-normalisation."""
     B, N, C = x.shape
@@ -72,10 +73,10 @@ def test_dynamic_linear_parameters_follow_the_checkpoint_layout():
 
 
 @pytest.mark.parametrize('hw', [(4, 6), (5, 7), (3, 2)])
-def test_dynamic_linear_matches_the_spec_formula(hw):
+def test_dynamic_linear_matches_the_reference_formula(hw):
     layer = dyn_linear(scale=0.5)
     x = tokens(2, hw, 16)
-    expected_delta = spec_delta_w(layer, x, hw)
+    expected_delta = formula_delta_w(layer, x, hw)
     delta = layer.predict_delta(x, hw)
     assert delta.shape == (2, 16, 64)
     torch.testing.assert_close(delta, expected_delta)
@@ -231,7 +232,7 @@ def test_dynamic_dwconv_parameters_follow_the_checkpoint_layout():
 
 
 @pytest.mark.parametrize('hw', [(14, 14), (5, 9), (1, 3)])
-def test_dynamic_dwconv_matches_the_spec_formula(hw):
+def test_dynamic_dwconv_matches_the_reference_formula(hw):
     """Section 4: adaptive pool to 3x3, 1x1 conv / GELU / 1x1 conv, Frobenius soft-norm, plus
     W0, then a depthwise conv per sample (written here as a loop over the samples)."""
     layer = dyn_dwconv(scale=0.5)

@@ -1,5 +1,6 @@
 """VECA layers: 2D RoPE, core-periphery attention, SwiGLU, block, core bank, coordinate head
-(VECA spec sections 2-5 and the layer-level faithfulness tests T1, T4, T10, T11, T13, T14)."""
+against the behaviour of the official VECA code (locality, the two-call attention equal to
+one masked call, RoPE invariances, permutation equivariance, the core bank)."""
 import math
 
 import numpy as np
@@ -99,7 +100,7 @@ def test_rope_rejects_bad_options():
         Rope2D(64, rescale_coords=0.5)
 
 
-def test_patch_grid_2x3_spec_t14():
+def test_patch_grid_coords_of_a_2x3_grid():
     grid = patch_grid_coords((2, 3))
     expected = torch.tensor([[-2 / 3, -1 / 2], [0, -1 / 2], [2 / 3, -1 / 2],
                              [-2 / 3, 1 / 2], [0, 1 / 2], [2 / 3, 1 / 2]])
@@ -167,7 +168,7 @@ def test_block_matches_its_definition():
     torch.testing.assert_close(run_block(block, x, coords), expected, atol=0, rtol=0)
 
 
-def test_t1_block_locality():
+def test_block_locality():
     block = make_block()
     x, coords = block_inputs()
     out = run_block(block, x, coords)
@@ -181,7 +182,7 @@ def test_t1_block_locality():
     assert ((out2[:, :C] - out[:, :C]).abs().amax(-1) > 0).all()  # every core changes
 
 
-def test_t4_equals_one_dense_masked_attention():
+def test_equals_one_dense_masked_attention():
     torch.manual_seed(0)
     attn = CorePeripheryAttention(D, HEADS).eval()
     with torch.no_grad():
@@ -255,7 +256,7 @@ def test_attention_rejects_a_budget_without_patches():
         CorePeripheryAttention(30, 4)
 
 
-def test_t10_translation_invariance_and_scale_sensitivity():
+def test_translation_invariance_and_scale_sensitivity():
     block = make_block()
     x, coords = block_inputs()
     out = run_block(block, x, coords)
@@ -265,7 +266,7 @@ def test_t10_translation_invariance_and_scale_sensitivity():
     assert (scaled - out).abs().max() > 1e-3
 
 
-def test_t11_patch_permutation_equivariance():
+def test_patch_permutation_equivariance():
     block = make_block()
     x, coords = block_inputs()
     perm = torch.randperm(N, generator=torch.Generator().manual_seed(1))
@@ -285,7 +286,7 @@ def test_farthest_point_sampling_greedy_order():
     assert farthest_point_sampling(points, 9).tolist() == [0, 1, 2, 3, 4]
 
 
-def test_t13_core_bank_init():
+def test_core_bank_init():
     torch.manual_seed(3)
     tokens, raw = build_core_bank(64, 8, 768)
     assert len(tokens) == len(raw) == 8

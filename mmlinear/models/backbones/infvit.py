@@ -1,23 +1,25 @@
 """InfViT: a plain ViT whose attention is Infinite Self-Attention (Roffo and Palmer, 2026)."""
+import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from mmengine.model import BaseModule
+import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
-from ..utils import (check_choice, check_frozen_stages, freeze_modules, normalize_indices,
-                     pos_embed_for_valid_regions, resize_pos_embed, resolve_arch,
-                     resolve_padding_mask, token_padding_mask, valid_token_grids)
+from ..utils import (check_choice, pos_embed_for_valid_regions, resize_pos_embed,
+                     valid_extents)
+from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
-OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap', 'raw')
+# Keys of checkpoints saved before the blocks and the final norm got the names that all
+# mmlinear backbones share.
+LEGACY_KEYS = ((re.compile(r'^layers\.'), 'blocks.'), (re.compile(r'^ln1\.'), 'final_norm.'))
 
 
 @MODELS.register_module()
-class InfViT(BaseModule):
+class InfViT(BasePlainBackbone):
     """InfViT backbone: CLS token, learned absolute positions, pre-norm blocks.
 
     Every block mixes tokens with ``attn_type``: Pure InfSA (a Frobenius-normalised ReLU
@@ -26,11 +28,14 @@ class InfViT(BaseModule):
     same body. The output at the last layer is taken after the final norm (mmpretrain's
     ``final_norm=True`` convention). Any input size works: the patch embedding pads to a
     multiple of the patch size, and the position table is interpolated (bicubic, float32).
+    The skeleton (presets, outputs, freezing, block loop, padding masks) is
+    :class:`BasePlainBackbone`'s. Checkpoints saved with the earlier key names
+    (``layers.{i}``, ``ln1``) load unchanged.
 
     Args:
-        arch (str | dict): A preset of ``arch_zoo`` or a dict with ``embed_dims``,
-            ``num_layers``, ``num_heads`` and ``feedforward_channels``.
-            Defaults to 'infvit-4l'.
+        arch (str | dict): A preset of ``arch_zoo`` ('infvit-4l', 'infvit-24l', the small
+            'infvit-demo' and 'test') or a dict with ``embed_dims``, ``num_layers``,
+            ``num_heads`` and ``feedforward_channels``. Defaults to 'infvit-4l'.
         attn_type (str): 'linear', 'pure', 'softmax' or 'none' (no token mixing, an
             ablation control). Defaults to 'linear'.
         img_size (int | tuple[int, int]): Size the position table is made for.
@@ -66,8 +71,10 @@ class InfViT(BaseModule):
                            feedforward_channels=4096),
         # Small presets for CPU demos and tests.
         'infvit-demo': dict(embed_dims=96, num_layers=4, num_heads=4, feedforward_channels=384),
-        'infvit-test': dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64),
+        **dict.fromkeys(['test', 'infvit-test'],
+                        dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)),
     }
+    arch_keys = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
     num_extra_tokens = 1  # the CLS token
 
     def __init__(self,
@@ -89,23 +96,14 @@ class InfViT(BaseModule):
                  interpolate_mode: str = 'bicubic',
                  frozen_stages: int = -1,
                  with_cp: bool = False,
-                 init_cfg: Optional[Union[dict, List[dict]]] = dict(
-                     type='TruncNormal', layer='Linear', std=.02, bias=0.)) -> None:
-        super().__init__(init_cfg=init_cfg)
-        self.arch_settings = resolve_arch(arch, self.arch_zoo, ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'))
+                 init_cfg: Optional[Union[dict, List[dict]]] = TRUNC_NORMAL_INIT) -> None:
+        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp,
+                         init_cfg)
         check_choice('attn_type', attn_type, ATTN_TYPES)
         check_choice('rho_mode', rho_mode, RHO_MODES)
-        check_choice('out_type', out_type, OUT_TYPES)
-        self.embed_dims = self.arch_settings['embed_dims']
-        self.num_layers = self.arch_settings['num_layers']
         self.attn_type = attn_type
-        self.out_type = out_type
-        self.patch_size = patch_size
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         self.interpolate_mode = interpolate_mode
-        self.out_indices = normalize_indices('out_indices', out_indices, self.num_layers)
-        self.frozen_stages = check_frozen_stages(frozen_stages, self.num_layers)
-        self.with_cp = with_cp
 
         self.patch_embed = PatchEmbed(in_channels, self.embed_dims, patch_size)
         self.patch_resolution = tuple(-(-s // patch_size) for s in self.img_size)
@@ -116,7 +114,7 @@ class InfViT(BaseModule):
         self.drop_after_pos = nn.Dropout(drop_rate)
 
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
-        self.layers = nn.ModuleList(
+        self.blocks = nn.ModuleList(
             InfViTBlock(
                 self.embed_dims,
                 self.arch_settings['num_heads'],
@@ -129,10 +127,10 @@ class InfViT(BaseModule):
                 rho_mode=rho_mode,
                 qkv_bias=qkv_bias,
                 tie_qk=tie_qk) for i in range(self.num_layers))
-        self.final_norm = final_norm
-        self.ln1 = nn.LayerNorm(self.embed_dims, eps=1e-6) if final_norm else nn.Identity()
+        self._add_final_norm(
+            nn.LayerNorm(self.embed_dims, eps=1e-6) if final_norm else nn.Identity())
 
-        self._register_load_state_dict_pre_hook(self._prepare_pos_embed)
+        self._register_load_state_dict_pre_hook(self._prepare_state_dict)
         self._freeze_stages()
 
     def init_weights(self) -> None:
@@ -142,8 +140,14 @@ class InfViT(BaseModule):
             trunc_normal_(self.pos_embed, std=0.02)
             trunc_normal_(self.cls_token, std=0.02)
 
-    def _prepare_pos_embed(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:
-        """Resize a checkpoint's position table made for another image size on load."""
+    def _prepare_state_dict(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:
+        """On load, rename earlier key names and resize a position table made for another
+        image size."""
+        for key in [k for k in state_dict if k.startswith(prefix)]:
+            local = key[len(prefix):]
+            for pattern, new in LEGACY_KEYS:
+                if pattern.match(local):
+                    state_dict[prefix + pattern.sub(new, local)] = state_dict.pop(key)
         name = prefix + 'pos_embed'
         if name not in state_dict or state_dict[name].shape == self.pos_embed.shape:
             return
@@ -156,76 +160,36 @@ class InfViT(BaseModule):
                                             self.patch_resolution, self.interpolate_mode,
                                             self.num_extra_tokens)
 
-    def _freeze_stages(self) -> None:
-        if self.frozen_stages < 0:
-            return
-        frozen: List[nn.Module] = [self.patch_embed, self.drop_after_pos]
-        self.cls_token.requires_grad = False
-        self.pos_embed.requires_grad = False
-        frozen += list(self.layers[:self.frozen_stages])
-        if self.frozen_stages == self.num_layers:
-            frozen.append(self.ln1)
-        freeze_modules(frozen)
+    def _stem_parts(self) -> List[Union[nn.Module, nn.Parameter]]:
+        return [self.patch_embed, self.drop_after_pos, self.cls_token, self.pos_embed]
 
-    def train(self, mode: bool = True) -> 'InfViT':
-        """Set the training mode, keeping frozen stages in eval mode."""
-        super().train(mode)
-        self._freeze_stages()
-        return self
-
-    def _embed(self, x: Tensor,
-               padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tuple[int, int], Optional[Tensor]]:
-        """Patch-embed, prepend the CLS token, add positions; derive the token mask.
+    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor]) -> TokenGrid:
+        """Patch-embed, prepend the CLS token, add positions.
 
         With a padding mask the positions are those of each image's valid region (see
         :func:`pos_embed_for_valid_regions`), so padding a batch further leaves an image's
         tokens unchanged.
         """
-        B = x.shape[0]
-        padding_mask = resolve_padding_mask(x, padding_mask)
         tokens, hw_shape = self.patch_embed(x)
-        cls_token = self.cls_token.expand(B, -1, -1)
+        cls_token = self.cls_token.expand(x.shape[0], -1, -1)
         tokens = torch.cat([cls_token, tokens], dim=1)
-        if padding_mask is None:
-            key_padding_mask = None
+        key_padding_mask = None
+        if token_padding_mask is None:
             pos_embed = resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
                                          self.interpolate_mode, self.num_extra_tokens)
         else:
-            patch_mask = token_padding_mask(padding_mask, self.patch_size)
-            key_padding_mask = torch.cat([patch_mask.new_zeros(B, 1), patch_mask], dim=1)
+            # The attention's keys are all 1 + N tokens; the CLS token is never padding.
+            key_padding_mask = F.pad(token_padding_mask, (self.num_extra_tokens, 0))
+            extents = [tuple(e) for e in valid_extents(token_padding_mask, hw_shape).tolist()]
             pos_embed = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution,
-                                                    valid_token_grids(patch_mask, hw_shape),
-                                                    hw_shape, self.interpolate_mode,
+                                                    extents, hw_shape, self.interpolate_mode,
                                                     self.num_extra_tokens)
-        return self.drop_after_pos(tokens + pos_embed), hw_shape, key_padding_mask
+        return TokenGrid(self.drop_after_pos(tokens + pos_embed), hw_shape,
+                         self.num_extra_tokens, token_padding_mask,
+                         dict(key_padding_mask=key_padding_mask))
 
-    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
-        """Args:
-            x (Tensor): (B, in_channels, H, W) images, any H, W >= patch_size.
-            padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels, with the
-                valid region in the top-left corner (as mmdet / mmseg pad); by default the
-                mask attached to ``x`` by the mmlinear data preprocessors, if any. Patches made
-                only of padding are then excluded from the attention normalisations, the keys
-                and 'avg_featmap' pooling, and positions follow each image's valid region.
-                Without it the reference behaviour is kept.
-
-        Returns:
-            tuple[Tensor, ...]: One entry per ``out_indices``, shaped by ``out_type``:
-            (B, C, ceil(H / p), ceil(W / p)) for 'featmap', (B, C) for 'cls_token' and
-            'avg_featmap', (B, 1 + N, C) for 'raw'.
-        """
-        x, hw_shape, key_padding_mask = self._embed(x, padding_mask)
-        outs = []
-        for i, layer in enumerate(self.layers):
-            if self.with_cp and x.requires_grad:
-                x = checkpoint(layer, x, key_padding_mask, use_reentrant=False)
-            else:
-                x = layer(x, key_padding_mask)
-            if i == self.num_layers - 1:
-                x = self.ln1(x)
-            if i in self.out_indices:
-                outs.append(self._format_output(x, hw_shape, key_padding_mask))
-        return tuple(outs)
+    def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
+        return (grid.extras['key_padding_mask'], )
 
     def forward_attention_maps(self, x: Tensor,
                                padding_mask: Optional[Tensor] = None) -> List[Optional[Tensor]]:
@@ -236,28 +200,8 @@ class InfViT(BaseModule):
             padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels.
 
         Returns:
-            list[Tensor | None]: Per layer, over the 1 + N tokens (CLS first): (B, H, 1 + N,
-            1 + N) for 'pure' (rows of rho * A_hat) and 'softmax'; (B, H, 1 + N) key weights
-            ``a`` for 'linear'; None for 'none'.
+            list[Tensor | None]: Per layer, over the 1 + N tokens (CLS first): (B, heads,
+            1 + N, 1 + N) for 'pure' (rows of rho * A_hat) and 'softmax'; (B, heads, 1 + N)
+            key weights ``a`` for 'linear'; None for 'none'.
         """
-        x, _, key_padding_mask = self._embed(x, padding_mask)
-        maps = []
-        for layer in self.layers:
-            x, weights = layer(x, key_padding_mask, need_weights=True)
-            maps.append(weights)
-        return maps
-
-    def _format_output(self, x: Tensor, hw_shape: Tuple[int, int],
-                       key_padding_mask: Optional[Tensor]) -> Tensor:
-        if self.out_type == 'raw':
-            return x
-        if self.out_type == 'cls_token':
-            return x[:, 0]
-        patch_tokens = x[:, self.num_extra_tokens:]
-        if self.out_type == 'featmap':
-            B, _, C = patch_tokens.shape
-            return patch_tokens.transpose(1, 2).reshape(B, C, *hw_shape)
-        if key_padding_mask is None:
-            return patch_tokens.mean(dim=1)
-        valid = (~key_padding_mask[:, self.num_extra_tokens:]).to(patch_tokens.dtype)
-        return (patch_tokens * valid[..., None]).sum(1) / valid.sum(1, keepdim=True).clamp(min=1)
+        return [step.weights for step in self._run_blocks(x, padding_mask, need_weights=True)]

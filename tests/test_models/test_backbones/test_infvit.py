@@ -7,7 +7,7 @@ from mmlinear.models import InfViT
 
 def small(**kwargs):
     torch.manual_seed(0)
-    kwargs.setdefault('arch', 'infvit-test')
+    kwargs.setdefault('arch', 'test')
     kwargs.setdefault('img_size', 64)
     model = InfViT(**kwargs)
     model.init_weights()
@@ -39,7 +39,7 @@ def test_last_output_is_after_final_norm():
     assert first.mean(-1).abs().max() > 1e-3
 
 
-def test_presets_match_the_spec():
+def test_presets_match_the_paper():
     for arch, (dims, layers) in {'infvit-4l': (1024, 4), 'infvit-24l': (1024, 24)}.items():
         settings = InfViT.arch_zoo[arch]
         assert (settings['embed_dims'], settings['num_layers'], settings['num_heads'],
@@ -66,13 +66,13 @@ def test_custom_arch_dict_and_errors():
     with pytest.raises(ValueError, match='keys'):
         InfViT(arch=dict(embed_dims=16))
     with pytest.raises(ValueError, match="attn_type 'flash'; allowed"):
-        InfViT(arch='infvit-test', attn_type='flash')
+        InfViT(arch='test', attn_type='flash')
     with pytest.raises(ValueError, match="out_type"):
-        InfViT(arch='infvit-test', out_type='tokens')
+        InfViT(arch='test', out_type='tokens')
     with pytest.raises(ValueError, match=r'out_indices must hold integers in \[-2, 1\]'):
-        InfViT(arch='infvit-test', out_indices=(2, ))
+        InfViT(arch='test', out_indices=(2, ))
     with pytest.raises(ValueError, match='frozen_stages'):
-        InfViT(arch='infvit-test', frozen_stages=5)
+        InfViT(arch='test', frozen_stages=5)
 
 
 def test_bad_images_raise():
@@ -97,9 +97,9 @@ def test_frozen_stages():
     model = small(frozen_stages=1)
     model.train()
     assert not model.pos_embed.requires_grad and not model.cls_token.requires_grad
-    assert not any(p.requires_grad for p in model.layers[0].parameters())
-    assert all(p.requires_grad for p in model.layers[1].parameters())
-    assert not model.layers[0].training and model.layers[1].training
+    assert not any(p.requires_grad for p in model.blocks[0].parameters())
+    assert all(p.requires_grad for p in model.blocks[1].parameters())
+    assert not model.blocks[0].training and model.blocks[1].training
 
 
 def test_with_cp_matches_plain_forward_and_backward():
@@ -149,7 +149,7 @@ def test_builds_under_each_default_scope(scope):
     from mmengine.registry import MODELS
     init_default_scope(scope)
     backbone = MODELS.build(
-        dict(type='mmlinear.InfViT', arch='infvit-test', out_type='featmap'))
+        dict(type='mmlinear.InfViT', arch='test', out_type='featmap'))
     neck = MODELS.build(dict(type='mmlinear.SimpleFeaturePyramid', in_channels=32))
     assert isinstance(backbone, InfViT)
     outs = neck(backbone(torch.randn(1, 3, 64, 64)))

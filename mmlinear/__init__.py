@@ -1,13 +1,18 @@
 """mmlinear: linear-complexity vision backbones for the OpenMMLab toolboxes.
 
-Importing the package is light (mmengine only, no mmdet/mmseg/mmpretrain) and applies two
-process-wide compatibility shims: mmengine checkpoints load under torch's weights-only
-unpickler, and ``mmlinear::`` config inheritance works.
+Importing the package is light. Where mmengine is installed it applies two process-wide
+compatibility shims: mmengine checkpoints load under torch's weights-only unpickler, and
+``mmlinear::`` config inheritance works. Without mmengine (a machine with torch alone, such
+as a bare GPU image) ``mmlinear.ops`` and ``mmlinear._ext`` still import and run.
 """
-from .utils import register_config_scope, register_safe_checkpoint_globals
+import importlib.util
+
 from .version import __version__
 
-register_safe_checkpoint_globals()
-register_config_scope()
+if importlib.util.find_spec('mmengine') is not None:
+    from .utils.config_scope import register_config_scope
+    from .utils.safe_checkpoint import register_safe_checkpoint_globals
+    register_safe_checkpoint_globals()
+    register_config_scope()
 
 __all__ = ['__version__']

@@ -1,8 +1,24 @@
-from .config_scope import register_config_scope
-from .safe_checkpoint import (checkpoint_getattr, load_checkpoint_file,
-                              register_safe_checkpoint_globals)
+"""The ground floor: extension loading, safe checkpoint loading, config scope, progress.
 
-__all__ = [
-    'checkpoint_getattr', 'load_checkpoint_file', 'register_config_scope',
-    'register_safe_checkpoint_globals'
-]
+The names are resolved on first use, so that importing ``mmlinear.utils`` (as
+``mmlinear.ops`` does) needs torch only; the checkpoint and config helpers import mmengine
+when they are used.
+"""
+import importlib
+from typing import Any
+
+# Public name -> the submodule that defines it.
+_EXPORTS = {
+    'checkpoint_getattr': 'safe_checkpoint',
+    'load_checkpoint_file': 'safe_checkpoint',
+    'register_safe_checkpoint_globals': 'safe_checkpoint',
+    'register_config_scope': 'config_scope',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    return getattr(importlib.import_module(f'.{_EXPORTS[name]}', __name__), name)

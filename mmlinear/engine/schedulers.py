@@ -1,11 +1,17 @@
-"""Parameter schedulers that mmengine's built-in ones cannot express.
+"""Parameter schedulers that mmengine's built-in ones cannot express exactly.
 
-``WarmupCosineLR`` is the schedule of timm's ``CosineLRScheduler`` with
-``warmup_prefix=False``, as the WeightFormer reference trains: one cosine over the whole run,
-counted from the first iteration, whose first iterations a linear warm-up replaces. mmengine's
-``LinearLR`` + ``CosineAnnealingLR`` pair instead starts a fresh cosine where the warm-up
-ends, a different curve (at mid-training about 11 % higher for WeightFormer's 20 + 280 epochs
-than the reference's cosine over 300).
+``WarmupCosineLR`` is a linear warm-up and a cosine, in closed form:
+
+- with ``warmup_prefix=False`` (timm's ``CosineLRScheduler`` default, as the WeightFormer
+  reference trains), one cosine over the whole run, counted from the first iteration, whose
+  first iterations the warm-up replaces. mmengine's ``LinearLR`` + ``CosineAnnealingLR`` pair
+  instead starts a fresh cosine where the warm-up ends, a different curve (at mid-training
+  about 11 % higher for WeightFormer's 20 + 280 epochs than the reference's cosine over 300);
+- with ``warmup_prefix=True``, the cosine starts where the warm-up ends and reaches the
+  initial value there (the VECA reference's ``get_cosine_schedule_with_warmup``). The mmengine
+  pair comes close but not exactly: ``LinearLR`` stops one step short of the initial value
+  and the chained cosine then decays from that value, a relative error of about
+  1 / warm-up steps on the whole cosine.
 
 The warm-up start and the floor are fractions of each parameter group's initial learning
 rate, so mmengine's ``auto_scale_lr`` (which multiplies the groups' learning rates before the
@@ -30,8 +36,8 @@ PARAM_SCHEDULERS = Registry(
 
 
 class WarmupCosineParamScheduler(_ParamScheduler):
-    r"""A cosine over ``T_max`` steps whose first ``warmup_length`` steps a linear warm-up
-    replaces (timm's ``CosineLRScheduler`` with ``warmup_prefix=False``, ``cycle_limit=1``).
+    r"""A linear warm-up over ``warmup_length`` steps and a cosine ending at step ``T_max``
+    (timm's ``CosineLRScheduler`` with ``cycle_limit=1``).
 
     With :math:`v_0` a group's initial value, :math:`s` = ``warmup_start_factor``,
     :math:`r` = ``eta_min_ratio``, :math:`W` = ``warmup_length`` and :math:`T` = ``T_max``,
@@ -40,14 +46,16 @@ class WarmupCosineParamScheduler(_ParamScheduler):
     .. math::
         f(t) = \begin{cases}
             s v_0 + t (v_0 - s v_0) / W & t < W \\
-            r v_0 + \frac{1}{2} (v_0 - r v_0) (1 + \cos(\pi t / T)) & W \le t < T \\
+            r v_0 + \frac{1}{2} (v_0 - r v_0) (1 + \cos(\pi p(t))) & W \le t < T \\
             r v_0 & t \ge T
         \end{cases}
 
-    The cosine is not restarted at :math:`W`: at the end of the warm-up the value drops from
-    :math:`f(W - 1)` to the cosine's value at :math:`W / T`, as in timm.
+    with :math:`p(t) = t / T` (``warmup_prefix=False``: the cosine is not restarted at
+    :math:`W`, the value drops from :math:`f(W - 1)` to the cosine's value at :math:`W / T`, as
+    in timm) or :math:`p(t) = (t - W) / (T - W)` (``warmup_prefix=True``: the cosine starts
+    at :math:`v_0` where the warm-up ends).
 
-    ``lag_one_step`` reproduces how the reference drives timm's scheduler: it calls
+    ``lag_one_step`` reproduces how the WeightFormer reference drives timm's scheduler: it calls
     ``step_update(num_updates)`` *after* each optimizer step with the number of steps done
     before it, so optimizer step :math:`t \ge 1` runs with :math:`f(t - 1)` and step 0 with
     the warm-up start :math:`f(0)` that the scheduler sets when it is created. With it off,
@@ -64,10 +72,12 @@ class WarmupCosineParamScheduler(_ParamScheduler):
             in [0, 1]. Defaults to 0.
         eta_min_ratio (float): The floor of the cosine as a fraction of the initial value,
             in [0, 1]. Defaults to 0.
-        T_max (int, optional): Length of the cosine, counted from ``begin``; at least
-            ``warmup_length``. Defaults to ``end - begin``.
+        T_max (int, optional): Step at which the cosine reaches its floor, counted from
+            ``begin``; more than ``warmup_length``. Defaults to ``end - begin``.
+        warmup_prefix (bool): Start the cosine after the warm-up (True) or at step 0, the
+            warm-up replacing its start (False). Defaults to False.
         lag_one_step (bool): Run step t with the schedule's value at t - 1 (see above).
-            Defaults to True.
+            Defaults to False.
         begin (int): First step the scheduler acts on. Defaults to 0.
         end (int): Step at which it stops acting. Defaults to INF (then ``T_max`` is needed).
         last_step (int): For resuming without a state dict. Defaults to -1.
@@ -75,8 +85,8 @@ class WarmupCosineParamScheduler(_ParamScheduler):
         verbose (bool): Print every update. Defaults to False.
 
     Raises:
-        ValueError: For a negative warm-up, factors outside [0, 1], or a cosine shorter than
-            the warm-up or of unknown length.
+        ValueError: For a negative warm-up, factors outside [0, 1], or a cosine that ends
+            before the warm-up does or has no known length.
     """
 
     def __init__(self,
@@ -86,7 +96,8 @@ class WarmupCosineParamScheduler(_ParamScheduler):
                  warmup_start_factor: float = 0.0,
                  eta_min_ratio: float = 0.0,
                  T_max=None,
-                 lag_one_step: bool = True,
+                 warmup_prefix: bool = False,
+                 lag_one_step: bool = False,
                  begin: int = 0,
                  end: int = INF,
                  last_step: int = -1,
@@ -99,9 +110,8 @@ class WarmupCosineParamScheduler(_ParamScheduler):
         if not isinstance(warmup_length, int) or isinstance(warmup_length, bool) \
                 or warmup_length < 0:
             raise ValueError(f'warmup_length must be an int >= 0, got {warmup_length!r}')
-        if not isinstance(T_max, int) or isinstance(T_max, bool) \
-                or T_max < max(1, warmup_length):
-            raise ValueError(f'T_max must be an int >= max(1, warmup_length={warmup_length}), '
+        if not isinstance(T_max, int) or isinstance(T_max, bool) or T_max <= warmup_length:
+            raise ValueError(f'T_max must be an int > warmup_length={warmup_length}, '
                              f'got {T_max!r}')
         for name, value in (('warmup_start_factor', warmup_start_factor),
                             ('eta_min_ratio', eta_min_ratio)):
@@ -111,6 +121,7 @@ class WarmupCosineParamScheduler(_ParamScheduler):
         self.warmup_start_factor = float(warmup_start_factor)
         self.eta_min_ratio = float(eta_min_ratio)
         self.T_max = T_max
+        self.warmup_prefix = bool(warmup_prefix)
         self.lag_one_step = bool(lag_one_step)
         super().__init__(
             optimizer,
@@ -158,7 +169,11 @@ class WarmupCosineParamScheduler(_ParamScheduler):
             return start + step * (initial - start) / self.warmup_length
         if step >= self.T_max:
             return floor
-        return floor + 0.5 * (initial - floor) * (1.0 + math.cos(math.pi * step / self.T_max))
+        if self.warmup_prefix:
+            progress = (step - self.warmup_length) / (self.T_max - self.warmup_length)
+        else:
+            progress = step / self.T_max
+        return floor + 0.5 * (initial - floor) * (1.0 + math.cos(math.pi * progress))
 
     def _get_value(self):
         """The values of the current step, in closed form."""
@@ -168,5 +183,4 @@ class WarmupCosineParamScheduler(_ParamScheduler):
 
 @PARAM_SCHEDULERS.register_module()
 class WarmupCosineLR(LRSchedulerMixin, WarmupCosineParamScheduler):
-    """:class:`WarmupCosineParamScheduler` for the learning rate (timm's cosine schedule with
-    ``warmup_prefix=False``)."""
+    """:class:`WarmupCosineParamScheduler` for the learning rate."""

@@ -9,9 +9,8 @@
   about 11 % higher for WeightFormer's 20 + 280 epochs than the reference's cosine over 300);
 - with ``warmup_prefix=True``, the cosine starts where the warm-up ends and reaches the
   initial value there (the VECA reference's ``get_cosine_schedule_with_warmup``). The mmengine
-  pair comes close but not exactly: ``LinearLR`` stops one step short of the initial value
-  and the chained cosine then decays from that value, a relative error of about
-  1 / warm-up steps on the whole cosine.
+  pair comes close but not exactly: ``LinearLR`` spans ``end - begin - 1`` steps, so it
+  reaches the initial value one step early, its slope W / (W - 1) times the reference's.
 
 The warm-up start and the floor are fractions of each parameter group's initial learning
 rate, so mmengine's ``auto_scale_lr`` (which multiplies the groups' learning rates before the

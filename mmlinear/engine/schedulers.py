@@ -112,10 +112,10 @@ class WarmupCosineParamScheduler(_ParamScheduler):
         if not isinstance(T_max, int) or isinstance(T_max, bool) or T_max <= warmup_length:
             raise ValueError(f'T_max must be an int > warmup_length={warmup_length}, '
                              f'got {T_max!r}')
-        for name, value in (('warmup_start_factor', warmup_start_factor),
-                            ('eta_min_ratio', eta_min_ratio)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f'{name} must be in [0, 1], got {value!r}')
+        if not 0.0 <= warmup_start_factor <= 1.0:
+            raise ValueError(f'warmup_start_factor must be in [0, 1], got {warmup_start_factor!r}')
+        if not 0.0 <= eta_min_ratio <= 1.0:
+            raise ValueError(f'eta_min_ratio must be in [0, 1], got {eta_min_ratio!r}')
         self.warmup_length = warmup_length
         self.warmup_start_factor = float(warmup_start_factor)
         self.eta_min_ratio = float(eta_min_ratio)

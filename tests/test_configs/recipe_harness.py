@@ -27,8 +27,7 @@ AMP_ONLY_KEYS = ('dtype', 'loss_scale', 'use_fsdp')
 def plain_wrapper_cfg(cfg) -> dict:
     """The config's optimizer wrapper as a plain ``OptimWrapper`` (the AMP wrappers need a
     GPU; the parameter groups and learning rates do not depend on the wrapper type)."""
-    wrapper = copy.deepcopy(cfg.optim_wrapper.to_dict() if hasattr(cfg.optim_wrapper, 'to_dict')
-                            else dict(cfg.optim_wrapper))
+    wrapper = copy.deepcopy(cfg.optim_wrapper.to_dict())
     wrapper['type'] = 'OptimWrapper'
     for key in AMP_ONLY_KEYS:
         wrapper.pop(key, None)
@@ -89,8 +88,7 @@ def lr_curve(cfg, batch_size: int, world_size: int, epoch_length: int) -> List[f
     runner.param_schedulers = Runner._build_param_scheduler(runner, runner.param_schedulers,
                                                             wrapper)
     hook = ParamSchedulerHook()
-    group = next(g for g in wrapper.optimizer.param_groups
-                 if g['params'][0] is model.fc.weight)
+    group = next(g for g in wrapper.optimizer.param_groups if g['params'][0] is model.fc.weight)
     lrs = []
     for it in range(max_iters):
         lrs.append(group['lr'])

@@ -19,7 +19,11 @@ EPOCH_LENGTH = 4
 SMALL = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 
 
-def reference_lrs(base_lr, epoch_length, epochs=300, warmup_epochs=20, start_factor=1e-3,
+def reference_lrs(base_lr,
+                  epoch_length,
+                  epochs=300,
+                  warmup_epochs=20,
+                  start_factor=1e-3,
                   eta_min=1e-5):
     """mmpretrain's DeiT schedule (schedules/imagenet_bs1024_adamw_swin.py) as mmengine runs
     it: a per-iteration linear warm-up over the 20 * L iterations of 20 epochs, from
@@ -52,7 +56,8 @@ def test_lr_follows_the_deit_schedule_at_the_reference_batch(path):
     assert ours[warmup + EPOCH_LENGTH - 1] == ours[warmup]  # ... and moves once per epoch
     assert ours[160 * EPOCH_LENGTH] == pytest.approx((1e-5 + 1e-3) / 2, rel=1e-9)  # middle
     assert ours[-1] == pytest.approx(  # last epoch: one cosine step above eta_min
-        1e-5 + (1e-3 - 1e-5) * 0.5 * (1 + math.cos(math.pi * 279 / 280)), rel=1e-9)
+        1e-5 + (1e-3 - 1e-5) * 0.5 * (1 + math.cos(math.pi * 279 / 280)),
+        rel=1e-9)
 
 
 def test_lr_scales_with_the_batch_only_with_auto_scale_lr():
@@ -62,13 +67,14 @@ def test_lr_scales_with_the_batch_only_with_auto_scale_lr():
     assert cfg.auto_scale_lr == dict(base_batch_size=1024)
     default = lr_curve(cfg, batch_size=64, world_size=8, epoch_length=EPOCH_LENGTH)
     assert default == pytest.approx(reference_lrs(1e-3, EPOCH_LENGTH), rel=1e-9)
-    scaled = lr_curve(with_auto_scale_lr(cfg, True), batch_size=64, world_size=8,
-                      epoch_length=EPOCH_LENGTH)
+    scaled = lr_curve(
+        with_auto_scale_lr(cfg, True), batch_size=64, world_size=8, epoch_length=EPOCH_LENGTH)
     assert scaled == pytest.approx(reference_lrs(5e-4, EPOCH_LENGTH), rel=1e-9)
     assert scaled[0] == pytest.approx(5e-7, rel=1e-12)  # the warm-up start scales too
     assert scaled[20 * EPOCH_LENGTH] == pytest.approx(5e-4, rel=1e-12)
     assert scaled[-1] == pytest.approx(  # the floor does not
-        1e-5 + (5e-4 - 1e-5) * 0.5 * (1 + math.cos(math.pi * 279 / 280)), rel=1e-9)
+        1e-5 + (5e-4 - 1e-5) * 0.5 * (1 + math.cos(math.pi * 279 / 280)),
+        rel=1e-9)
 
 
 def deit_decays(name, param):

@@ -25,7 +25,9 @@ EPOCH_LENGTH = 2
 TINY_TEACHER = dict(
     type='mmpretrain.VisionTransformer',
     arch=dict(embed_dims=768, num_layers=1, num_heads=12, feedforward_channels=768),
-    img_size=64, patch_size=16, out_type='raw')
+    img_size=64,
+    patch_size=16,
+    out_type='raw')
 
 
 def reference_lrs(lr, lr_min, warmup_steps, total_steps):
@@ -51,8 +53,9 @@ def check_points(ours, lr, lr_min, warmup, total):
     middle = warmup + (total - warmup) // 2
     assert ours[middle] == pytest.approx((lr + lr_min) / 2, rel=1e-9)
     assert ours[-1] == pytest.approx(  # last step: one cosine step above lr_min
-        lr_min + (lr - lr_min) * 0.5 * (1 + math.cos(math.pi * (total - warmup - 1)
-                                                     / (total - warmup))), rel=1e-9)
+        lr_min + (lr - lr_min) * 0.5 * (1 + math.cos(math.pi * (total - warmup - 1) /
+                                                     (total - warmup))),
+        rel=1e-9)
 
 
 @pytest.mark.parametrize('gpus,per_gpu', [(6, 128), (2, 64)], ids=['768', '128'])
@@ -90,8 +93,8 @@ def build_distiller(path):
     return cfg, MODELS.build(cfg.model)
 
 
-@pytest.mark.parametrize('path,weight_decay', [(STAGE1, 0.015), (STAGE2, 0.01)],
-                         ids=['stage1', 'stage2'])
+@pytest.mark.parametrize(
+    'path,weight_decay', [(STAGE1, 0.015), (STAGE2, 0.01)], ids=['stage1', 'stage2'])
 def test_every_student_parameter_decays_as_in_the_reference(path, weight_decay):
     """The reference's AdamW (and NorMuon) decay every student parameter: norms, biases, the
     core bank (query_token_chunks, qcoord_chunks) and pos_alpha included."""
@@ -151,9 +154,10 @@ def test_distillation_runs_plain_bf16_autocast_without_a_loss_scaler(monkeypatch
 def test_linear_probe_uses_the_mae_linear_probe_optimizer_wrapper():
     ours = Config.fromfile(PROBE)
     import mmpretrain
-    mae = Config.fromfile(osp.join(
-        osp.dirname(mmpretrain.__file__), '.mim', 'configs', 'mae', 'benchmarks',
-        'vit-base-p16_8xb2048-linear-coslr-90e_in1k.py'))
+    mae = Config.fromfile(
+        osp.join(
+            osp.dirname(mmpretrain.__file__), '.mim', 'configs', 'mae', 'benchmarks',
+            'vit-base-p16_8xb2048-linear-coslr-90e_in1k.py'))
     assert ours.optim_wrapper == mae.optim_wrapper  # AmpOptimWrapper (fp16, dynamic scale)
     assert ours.optim_wrapper.type == 'AmpOptimWrapper'
     assert ours.param_scheduler == mae.param_scheduler

@@ -69,8 +69,8 @@ def test_lr_follows_the_reference_schedule_and_batch_scaling(path, gpus, per_gpu
     assert ours[160 * EPOCH_LENGTH + 1] == pytest.approx(9.07e-4 * scale, rel=1e-3)
     # last iteration: just above the floor 5e-6 per 512 images
     assert ours[-1] == pytest.approx(
-        (2e-5 + 0.5 * (2e-3 - 2e-5) * (1 + math.cos(math.pi * (300 * EPOCH_LENGTH - 2)
-                                                       / (300 * EPOCH_LENGTH)))) * scale,
+        (2e-5 + 0.5 * (2e-3 - 2e-5) * (1 + math.cos(math.pi * (300 * EPOCH_LENGTH - 2) /
+                                                    (300 * EPOCH_LENGTH)))) * scale,
         rel=1e-12)
 
 
@@ -78,8 +78,8 @@ def test_scaling_is_on_without_the_auto_scale_lr_flag():
     cfg = Config.fromfile(CONFIGS[0])
     assert cfg.auto_scale_lr == dict(base_batch_size=2048, enable=True)
     # Turning it off (the old behaviour) would train at 2e-3 whatever the batch.
-    off = lr_curve(with_auto_scale_lr(cfg, False), batch_size=64, world_size=4,
-                   epoch_length=EPOCH_LENGTH)
+    off = lr_curve(
+        with_auto_scale_lr(cfg, False), batch_size=64, world_size=4, epoch_length=EPOCH_LENGTH)
     assert off == pytest.approx(reference_lrs(2048, EPOCH_LENGTH), rel=1e-9)
 
 

@@ -34,9 +34,15 @@ def expected(t, warmup=4, total=20, start=0.1, floor=0.01, prefix=False):
 @pytest.mark.parametrize('lag', [False, True])
 def test_values_follow_the_closed_form(prefix, lag):
     optim = wrapper()
-    scheduler = WarmupCosineLR(optim, warmup_length=4, warmup_start_factor=0.1,
-                               eta_min_ratio=0.01, warmup_prefix=prefix, lag_one_step=lag,
-                               by_epoch=False, end=20)
+    scheduler = WarmupCosineLR(
+        optim,
+        warmup_length=4,
+        warmup_start_factor=0.1,
+        eta_min_ratio=0.01,
+        warmup_prefix=prefix,
+        lag_one_step=lag,
+        by_epoch=False,
+        end=20)
     lrs = run(scheduler, optim, 20)
     for step, lr in enumerate(lrs):
         t = max(step - 1, 0) if lag else step
@@ -50,10 +56,11 @@ def test_values_follow_the_closed_form(prefix, lag):
 
 def test_factors_are_relative_to_each_groups_initial_lr():
     model = torch.nn.Linear(1, 1)
-    optim = OptimWrapper(torch.optim.SGD([
-        dict(params=[model.weight], lr=2.0), dict(params=[model.bias], lr=0.5)]))
-    scheduler = WarmupCosineLR(optim, warmup_length=2, warmup_start_factor=0.5,
-                               eta_min_ratio=0.1, by_epoch=False, end=10)
+    optim = OptimWrapper(
+        torch.optim.SGD([dict(params=[model.weight], lr=2.0),
+                         dict(params=[model.bias], lr=0.5)]))
+    scheduler = WarmupCosineLR(
+        optim, warmup_length=2, warmup_start_factor=0.5, eta_min_ratio=0.1, by_epoch=False, end=10)
     # (mmengine's wrapper appends a group of its own after these two)
     assert [g['lr'] for g in optim.param_groups[:2]] == [1.0, 0.25]
     run(scheduler, optim, 9)
@@ -65,8 +72,15 @@ def test_factors_are_relative_to_each_groups_initial_lr():
 def test_epoch_based_config_converts_to_iterations():
     optim = wrapper()
     scheduler = PARAM_SCHEDULERS.build(
-        dict(type='mmlinear.WarmupCosineLR', warmup_length=2, warmup_start_factor=0.1,
-             eta_min_ratio=0.01, by_epoch=True, begin=0, end=10, convert_to_iter_based=True),
+        dict(
+            type='mmlinear.WarmupCosineLR',
+            warmup_length=2,
+            warmup_start_factor=0.1,
+            eta_min_ratio=0.01,
+            by_epoch=True,
+            begin=0,
+            end=10,
+            convert_to_iter_based=True),
         default_args=dict(optimizer=optim, epoch_length=3))
     assert isinstance(scheduler, WarmupCosineLR) and not scheduler.by_epoch
     assert (scheduler.warmup_length, scheduler.T_max, scheduler.end) == (6, 30, 30)
@@ -76,8 +90,13 @@ def test_epoch_based_config_converts_to_iterations():
 
 def test_resuming_from_the_state_dict_continues_the_curve():
     optim = wrapper()
-    kwargs = dict(warmup_length=4, warmup_start_factor=0.1, eta_min_ratio=0.01,
-                  lag_one_step=True, by_epoch=False, end=20)
+    kwargs = dict(
+        warmup_length=4,
+        warmup_start_factor=0.1,
+        eta_min_ratio=0.01,
+        lag_one_step=True,
+        by_epoch=False,
+        end=20)
     scheduler = WarmupCosineLR(optim, **kwargs)
     full = run(scheduler, optim, 20)
     optim = wrapper()
@@ -97,8 +116,8 @@ def test_resuming_from_the_state_dict_continues_the_curve():
     (dict(warmup_length=2.5, end=10), 'warmup_length must be an int >= 0'),
     (dict(warmup_length=10, end=10), 'T_max must be an int > warmup_length=10'),
     (dict(warmup_length=2), 'needs T_max or a finite end'),
-    (dict(warmup_length=2, end=10, warmup_start_factor=1.5),
-     r'warmup_start_factor must be in \[0, 1\]'),
+    (dict(warmup_length=2, end=10,
+          warmup_start_factor=1.5), r'warmup_start_factor must be in \[0, 1\]'),
     (dict(warmup_length=2, end=10, eta_min_ratio=-0.1), r'eta_min_ratio must be in \[0, 1\]'),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, match):

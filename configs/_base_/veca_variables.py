@@ -2,13 +2,10 @@
 # already inherit those from another base: mmengine refuses two bases that set the same key.
 # List this file among a config's `_base_` and use {{_base_.<name>}} as a value.
 
-# No weight decay on the core bank (tokens and coordinates) and the coordinate gains, as the
-# reference (paramwise_cfg.custom_keys).
-veca_no_decay_keys = {
-    'query_token_chunks': dict(decay_mult=0.0),
-    'qcoord_chunks': dict(decay_mult=0.0),
-    'pos_alpha': dict(decay_mult=0.0),
-}
+# There is deliberately no VECA-specific no-decay list: the reference's AdamW decays every
+# parameter, the core bank (tokens and coordinates) and the coordinate gains included, so the
+# VECA configs exclude from weight decay only what their recipe template excludes (norms and,
+# in the classification recipes, biases and other 1-D parameters).
 
 # The VECA of the bundled-data demos: 4 blocks, 96 wide, 2 heads.
 veca_demo_arch = dict(embed_dims=96, num_layers=4, num_heads=2, feedforward_channels=256)

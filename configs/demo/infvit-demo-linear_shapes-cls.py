@@ -49,7 +49,7 @@ val_evaluator = dict(type='Accuracy', topk=(1, ))
 test_dataloader = val_dataloader
 test_evaluator = val_evaluator
 
-# InfSA needs gradient clipping and a warm-up to train stably (InfViT spec 10b).
+# InfSA needs gradient clipping and a warm-up to train stably (docs/design.md).
 optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=2e-3, weight_decay=0.05),
     paramwise_cfg=dict(

@@ -6,6 +6,5 @@ _base_ = ['./upernet_infvit-demo-linear_shapes-ade.py', '../_base_/veca_variable
 
 model = dict(backbone={{_base_.veca_demo_dense_backbone}}, neck=dict(in_channels=96))
 
-optim_wrapper = dict(
-    paramwise_cfg=dict(
-        _delete_=True, norm_decay_mult=0.0, custom_keys={{_base_.veca_no_decay_keys}}))
+# No decay on the norms; the core bank is decayed, as in the reference.
+optim_wrapper = dict(paramwise_cfg=dict(_delete_=True, norm_decay_mult=0.0))

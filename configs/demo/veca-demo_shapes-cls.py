@@ -14,10 +14,7 @@ model = dict(
         out_type='cls_token'),
     head=dict(in_channels=96))
 
+# No decay on norms, biases and 1-D parameters; the core bank is decayed, as in the reference.
 optim_wrapper = dict(
     paramwise_cfg=dict(
-        _delete_=True,
-        norm_decay_mult=0.0,
-        bias_decay_mult=0.0,
-        flat_decay_mult=0.0,
-        custom_keys={{_base_.veca_no_decay_keys}}))
+        _delete_=True, norm_decay_mult=0.0, bias_decay_mult=0.0, flat_decay_mult=0.0))

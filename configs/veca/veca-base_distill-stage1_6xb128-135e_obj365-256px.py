@@ -1,10 +1,14 @@
 # VECA-B stage 1: single-resolution nested distillation from DINOv3 ViT-B/16 on Objects365
-# images (labels unused), the reference `PretrainConfig` (VECA spec 8.2, 8.3): 256 px crops
-# (shorter side 288, bicubic), flip, TrivialAugmentWide; 6 GPUs x 128 = 768 images per step;
-# 135 epochs, 25 of them a linear warm-up from lr_min; cosine 4e-4 -> 5e-5; weight decay 0.015
-# on every parameter; bf16 autocast; one core budget per step (ElasticCoreBudgetHook).
+# images (labels unused), the reference `PretrainConfig` (veca/config.py) and its training
+# loop (veca/train_pretrain.py): 256 px crops (shorter side 288, bicubic), flip,
+# TrivialAugmentWide; 6 GPUs x 128 = 768 images per step; 135 epochs, 25 of them a linear
+# warm-up from lr_min; cosine 4e-4 -> 5e-5; weight decay 0.015 on every parameter (the core
+# bank included); plain bf16 autocast without a loss scaler; no gradient clipping; one core
+# budget per step (ElasticCoreBudgetHook); the student's patch projection copied from the
+# teacher's. The lr does not follow the batch size (the reference fixes it); auto_scale_lr
+# below is opt-in (--auto-scale-lr) and then scales the whole curve, lr_min included.
 # Deviation: plain AdamW for every parameter, where the reference uses NorMuon for the 2-D
-# block weights and AdamW for the rest (spec 8.5); the effect is unknown.
+# block weights and AdamW for the rest (configs/veca/README.md); the effect is unknown.
 # Distillation has no predictions, so there is no val/test loop (the reference validates the
 # loss at C = 64); evaluate the student with the ImageNet / COCO / ADE20K configs here.
 _base_ = [
@@ -47,16 +51,20 @@ test_cfg = None
 max_epochs = 135
 warmup_epochs = 25
 lr, lr_min = 4e-4, 5e-5
+# bf16 autocast without a GradScaler, as the reference: a disabled scaler leaves the loss
+# and the gradients unscaled and never skips a step (bf16 has float32's exponent range).
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',
+    loss_scale=dict(enabled=False),
     optimizer=dict(type='AdamW', lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.015))
+# The reference's get_cosine_schedule_with_warmup: a linear warm-up from lr_min (not from 0)
+# to lr, then a cosine from lr down to lr_min that starts where the warm-up ends; in closed
+# form (mmengine's LinearLR would reach lr one warm-up step early).
 param_scheduler = [
-    # The reference warm-up starts at lr_min, not at 0.
-    dict(type='LinearLR', start_factor=lr_min / lr, by_epoch=True, begin=0,
-         end=warmup_epochs, convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', T_max=max_epochs - warmup_epochs, eta_min=lr_min,
-         by_epoch=True, begin=warmup_epochs, end=max_epochs, convert_to_iter_based=True),
+    dict(type='mmlinear.WarmupCosineLR', warmup_length=warmup_epochs,
+         warmup_start_factor=lr_min / lr, eta_min_ratio=lr_min / lr, warmup_prefix=True,
+         by_epoch=True, begin=0, end=max_epochs, convert_to_iter_based=True),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=max_epochs)
 auto_scale_lr = dict(base_batch_size=768)

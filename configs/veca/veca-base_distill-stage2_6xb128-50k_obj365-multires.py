@@ -1,8 +1,9 @@
 # VECA-B stage 2: multi-resolution nested fine-tuning of the stage-1 student, the reference
-# `MultiResFinetuneConfig` (VECA spec 8.4): one resolution per step shared by all ranks
-# (MultiResolutionHook: 256/384/512 with P = 0.35/0.35/0.30 for 7k steps, then 256/384/512/768
-# with 0.15/0.25/0.30/0.30), one core budget per step; 50k steps, 7k warm-up from lr_min,
-# cosine 8e-5 -> 3e-5, weight decay 0.01; 128 images per GPU at every resolution.
+# `MultiResFinetuneConfig` (veca/config.py, veca/train_multires_finetune.py): one resolution
+# per step shared by all ranks (MultiResolutionHook: 256/384/512 with P = 0.35/0.35/0.30 for
+# 7k steps, then 256/384/512/768 with 0.15/0.25/0.30/0.30), one core budget per step; 50k
+# steps, 7k warm-up from lr_min, cosine 8e-5 -> 3e-5, weight decay 0.01 on every parameter;
+# 128 images per GPU at every resolution; bf16 autocast without a loss scaler (stage 1's).
 # The loader crops 768 px from a 864 px shorter side and the hook resizes the batch to the
 # drawn size (the reference's 1.125x resize-then-crop, same field of view).
 # Set load_from to the stage-1 checkpoint (the whole distiller: student, projection, teacher).
@@ -28,9 +29,9 @@ warmup_iters = 7000
 lr, lr_min = 8e-5, 3e-5
 optim_wrapper = dict(optimizer=dict(lr=lr, weight_decay=0.01))
 param_scheduler = [
-    dict(type='LinearLR', start_factor=lr_min / lr, by_epoch=False, begin=0, end=warmup_iters),
-    dict(type='CosineAnnealingLR', T_max=max_iters - warmup_iters, eta_min=lr_min,
-         by_epoch=False, begin=warmup_iters, end=max_iters),
+    dict(type='mmlinear.WarmupCosineLR', warmup_length=warmup_iters,
+         warmup_start_factor=lr_min / lr, eta_min_ratio=lr_min / lr, warmup_prefix=True,
+         by_epoch=False, begin=0, end=max_iters),
 ]
 train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
 

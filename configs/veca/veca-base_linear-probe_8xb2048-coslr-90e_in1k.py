@@ -1,8 +1,9 @@
 # Frozen VECA-B (C = 64) linear probe on ImageNet-1K: the global token (core 0 after the
 # final norm) through a BatchNorm neck and a linear head, mmpretrain's MAE linear-probe recipe
-# (LARS lr 6.4 at 8 x 2048, 10-epoch warm-up, cosine over 90 epochs, no weight decay).
-# The paper reports a frozen-backbone ImageNet result (81.93 top-1) but its protocol (linear or
-# k-NN, which features, schedule) is unknown (VECA spec 9.1, 12): this is one common choice.
+# (mae/benchmarks/vit-base-p16_8xb2048-linear-coslr-90e_in1k.py: LARS lr 6.4 at 8 x 2048,
+# 10-epoch warm-up, cosine over 90 epochs, no weight decay, fp16 AMP with a dynamic loss
+# scale). The paper reports a frozen-backbone ImageNet result (81.93 top-1) but not its
+# protocol (linear or k-NN, which features, schedule): this is one common choice.
 # Set the checkpoint: a distillation checkpoint of configs/veca/ (prefix 'student.') or a
 # released reference checkpoint after tools/model_converters/veca2mmlinear.py.
 _base_ = [
@@ -26,7 +27,7 @@ model = dict(
 train_dataloader = dict(batch_size=2048, drop_last=True)
 optim_wrapper = dict(
     _delete_=True,
-    type='OptimWrapper',
+    type='AmpOptimWrapper',
     optimizer=dict(type='LARS', lr=6.4, weight_decay=0.0, momentum=0.9))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-4, by_epoch=True, begin=0, end=10,

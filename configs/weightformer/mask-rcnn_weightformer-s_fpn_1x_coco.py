@@ -1,5 +1,5 @@
 # Mask R-CNN 1x on COCO with WeightFormer-S: the WeightFormer-T recipe with the S width and
-# drop path 0.2 (no reference detection recipe exists, spec 6.2).
+# drop path 0.2 (the reference releases no detection recipe).
 _base_ = './mask-rcnn_weightformer-t_fpn_1x_coco.py'
 model = dict(
     backbone=dict(arch='s', drop_path_rate=0.2),

@@ -1,4 +1,4 @@
-# Mask R-CNN 1x on COCO with WeightFormer-T (no reference detection recipe exists, spec 6.2)
+# Mask R-CNN 1x on COCO with WeightFormer-T (the reference releases no detection recipe)
 # through a simple pyramid, AdamW as the Swin-T template (the shared recipe in ../_base_/) with
 # the reference weight-decay groups (no decay on 1-D parameters and biases, including the
 # dynamic layers' `.b`), drop path 0.1. To start from an ImageNet checkpoint

@@ -1,5 +1,5 @@
 # UperNet 160k on ADE20K with WeightFormer-S: the WeightFormer-T recipe with the S width and
-# drop path 0.2 (no reference segmentation recipe exists, spec 6.3).
+# drop path 0.2 (the reference releases no segmentation recipe).
 _base_ = './upernet_weightformer-t_8xb2-160k_ade20k-512x512.py'
 model = dict(
     backbone=dict(arch='s', drop_path_rate=0.2),

@@ -1,5 +1,5 @@
 # UperNet on ADE20K (512x512 crops, 160k iterations) with WeightFormer-T (no reference
-# segmentation recipe exists, spec 6.3) through a simple pyramid, AdamW as the Swin-T template
+# segmentation recipe exists) through a simple pyramid, AdamW as the Swin-T template
 # (the shared recipe in ../_base_/) with the reference weight-decay groups (no decay on 1-D
 # parameters and biases, including the dynamic layers' `.b`), drop path 0.1. To start from an
 # ImageNet checkpoint, add

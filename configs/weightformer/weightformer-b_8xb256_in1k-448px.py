@@ -1,5 +1,6 @@
 # WeightFormer-B on ImageNet-1K: the S architecture trained from scratch at 448 x 448 with the
-# T / S recipe (spec 6.1), drop path 0.2, in fp32 (the reference B yaml does not enable AMP).
+# T / S recipe (weightformer-t_8xb256-amp_in1k.py), drop path 0.2, in fp32 (the reference's
+# cfg/wfm_b.yaml does not enable AMP).
 # Evaluation: square bicubic resize to 512 x 512, then a 448 centre crop.
 _base_ = ['./weightformer-t_8xb256-amp_in1k.py']
 

@@ -1,6 +1,6 @@
 """Linear-InfSA: one power-iteration step towards the Perron vector, broadcast to all queries.
 
-Per (sample, head), following the reference code (InfViT spec, section 4.2):
+Per (sample, head), following the official functional code (docs/ops.md):
 q and k are scaled by 1/sqrt(d); the query energies e_i = ||q_i|| give weights
 w = e / (sum(e) + eps); the central query is q_bar = sum_i w_i q_i; key scores
 s_j = relu(q_bar . k_j) are L1-normalised, a = rho * s / (sum(s) + eps); the pooled value

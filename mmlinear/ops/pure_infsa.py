@@ -1,6 +1,6 @@
 """Pure InfSA: Frobenius-normalised ReLU attention, one Katz/Neumann hop per layer.
 
-Per (sample, head), following the reference code (InfViT spec, section 3.2): q and k are
+Per (sample, head), following the official functional code (docs/ops.md): q and k are
 scaled by 1/sqrt(d); A+ = relu(q k^T); the scores are rho * A+ / (||A+||_F + eps), the norm
 taken over the whole N x S matrix; the output is scores @ v.
 

@@ -56,7 +56,7 @@ def test_config_builds_model(path):
 
 def check_weightformer(path, cfg, backbone):
     """WeightFormer configs: the backbone class, its arch, and the reference weight-decay
-    groups (spec 9.5 / 13.5: no decay on 1-D parameters such as the dynamic `.b`)."""
+    groups (the reference's rule: no decay on 1-D parameters such as the dynamic `.b`)."""
     from mmlinear.models import WeightFormer
     assert type(backbone).__name__ == 'WeightFormer'
     name = osp.basename(path)

@@ -1,5 +1,5 @@
-"""Every VECA config loads and builds under its own default scope, with the settings the VECA
-spec asks for (presets, elastic training hooks, DDP with unused parameters, the teacher)."""
+"""Every VECA config loads and builds under its own default scope, with the settings VECA's
+training needs (presets, elastic training hooks, DDP with unused parameters, the teacher)."""
 import glob
 import importlib.util
 import os.path as osp

@@ -1,4 +1,6 @@
-"""Faithfulness checks of the InfSA references (InfViT spec, section 8)."""
+"""Faithfulness checks of the InfSA references: the properties the paper derives (unit
+Frobenius norm, Neumann series, Perron-vector fidelity) and the mmlinear additions (padding
+mask, float32 normalisation, broadcast to the query length)."""
 import math
 
 import pytest

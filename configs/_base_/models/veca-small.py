@@ -1,4 +1,4 @@
-# VECA-S ImageNet classifier: the global token (core 0 after the final norm, VECA spec 11)
+# VECA-S ImageNet classifier: the global token (core 0 after the final norm, as the reference)
 # and a linear head, at the full budget of 64 cores. splus / base / large inherit this file.
 custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
 model = dict(

@@ -1,6 +1,7 @@
 """Nested ("elastic") core-budget training for VECA: one budget per iteration.
 
-VECA spec section 6: at every optimisation step one budget C is drawn for the whole global
+As the reference trains (``nested_budgets`` / ``nested_budget_weights`` in its
+``veca/config.py``): at every optimisation step one budget C is drawn for the whole global
 batch from C in {8, 16, ..., 64} with weights (1, 1, 2, 2, 3, 3, 4, 4); the model keeps the
 prefix of C cores for the whole forward pass. Validation and testing use a fixed budget.
 """

@@ -1,4 +1,5 @@
-"""Stage-2 multi-resolution training: one input resolution per iteration (VECA spec 8.4)."""
+"""Stage-2 multi-resolution training: one input resolution per iteration (the reference's
+``MultiResFinetuneConfig`` phases)."""
 from typing import List, Optional, Sequence
 
 import torch

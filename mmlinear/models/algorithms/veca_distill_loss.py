@@ -1,4 +1,4 @@
-"""The VECA feature-distillation loss (VECA spec section 8.1)."""
+"""The VECA feature-distillation loss (the reference's ``veca/losses.py``)."""
 from typing import Dict
 
 import torch

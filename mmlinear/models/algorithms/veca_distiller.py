@@ -1,4 +1,5 @@
-"""VECA distillation from a frozen teacher, as an mmpretrain-style model (VECA spec 8.1)."""
+"""VECA distillation from a frozen teacher, as an mmpretrain-style model (the paper's
+feature-distillation set-up; docs/design.md lists where it departs from the reference code)."""
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -13,6 +14,11 @@ from mmlinear.utils.checkpoint_conversion import strip_key_prefixes
 # Prefixes a teacher state dict may carry, possibly stacked (``module.teacher.``): a DDP
 # wrapper, a classifier, our distiller.
 TEACHER_KEY_PREFIXES = ('module.', 'backbone.', 'teacher.')
+
+# Where a teacher keeps its patch projection (a Conv2d): timm models through mmpretrain's
+# TIMMBackbone, timm models themselves, mmpretrain / mmcv ``PatchEmbed``.
+TEACHER_PATCH_PROJECTIONS = ('timm_model.patch_embed.proj', 'patch_embed.proj',
+                             'patch_embed.projection')
 
 
 def teacher_width(teacher: nn.Module) -> int:
@@ -31,9 +37,29 @@ def teacher_width(teacher: nn.Module) -> int:
                      f'give teacher_dims explicitly')
 
 
+def teacher_patch_projection(teacher: nn.Module) -> Tuple[str, nn.Conv2d]:
+    """The teacher's patch projection and its attribute path.
+
+    Raises:
+        ValueError: If none of :data:`TEACHER_PATCH_PROJECTIONS` is a ``Conv2d`` of the
+            teacher (then ``init_patch_embed_from_teacher`` cannot be used).
+    """
+    for path in TEACHER_PATCH_PROJECTIONS:
+        module = teacher
+        for name in path.split('.'):
+            module = getattr(module, name, None)
+            if module is None:
+                break
+        if isinstance(module, nn.Conv2d):
+            return path, module
+    raise ValueError(f'init_patch_embed_from_teacher: the teacher {type(teacher).__name__} has '
+                     f'no Conv2d patch projection at any of {list(TEACHER_PATCH_PROJECTIONS)}; '
+                     f'set init_patch_embed_from_teacher=False')
+
+
 def check_teacher_outputs(teacher: nn.Module) -> None:
     """Reject mmpretrain ``VisionTransformer``-style teacher settings that would not give the
-    spec's targets: every token (CLS first) of the last layer, after the final norm.
+    distillation targets: every token (CLS first) of the last layer, after the final norm.
 
     mmpretrain 1.2.0 applies ``ln1`` (the final norm) only after the last layer and only with
     ``final_norm=True``; ``out_type='raw'`` then returns all tokens of an output index. Its
@@ -61,7 +87,7 @@ def check_teacher_outputs(teacher: nn.Module) -> None:
 
 @MODELS.register_module()
 class VECADistiller(BaseModel):
-    """Distil a frozen teacher's final tokens into a VECA student (VECA spec 8.1).
+    """Distil a frozen teacher's final tokens into a VECA student.
 
     The teacher sees the same pre-processed batch as the student. Its targets are the CLS
     token and the patch tokens (``teacher_num_register_tokens`` register tokens after the CLS
@@ -69,6 +95,15 @@ class VECADistiller(BaseModel):
     patch tokens, projected to the teacher width by its ``output_proj`` (the student's
     ``out_channels`` defaults to the teacher width, as the reference), are matched with
     :class:`VECADistillLoss`. The teacher is frozen: no gradients, always in eval mode.
+
+    With ``init_patch_embed_from_teacher`` (the reference's ``init_patch_from_dinov3``, on in
+    the distillation configs) :meth:`init_weights` copies the teacher's patch projection
+    (weight and bias) into the student's ``patch_embed.proj`` once the teacher's weights are
+    loaded, when the two have the same shape (same width, input channels and patch size; the
+    DINOv3 ViT-B/16 teacher and VECA-B), and logs the copy; otherwise the student keeps its own
+    initialisation and a line in the log says why. A teacher without a bias gives the student
+    a zero bias. A checkpoint loaded afterwards (``load_from``, e.g. stage 2 starting from
+    stage 1) replaces the copy, as in the reference.
 
     ``mode='tensor'`` returns the student tokens. ``mode='predict'`` raises a
     ValueError: distillation has no predictions to score, so the configs set no val/test loop;
@@ -89,6 +124,8 @@ class VECADistiller(BaseModel):
             (4 for DINOv3, 0 for mmpretrain ViTs). Defaults to 0.
         teacher_dims (int, optional): Width of the teacher tokens. Defaults to None
             (read from the teacher). The student's ``out_channels`` defaults to it.
+        init_patch_embed_from_teacher (bool): Start the student's patch projection as a copy
+            of the teacher's when their shapes match (see above). Defaults to False.
         loss (dict): Config of the loss. Defaults to ``mmlinear.VECADistillLoss``.
         data_preprocessor (dict, optional): Defaults to mmpretrain's
             ``ClsDataPreprocessor``.
@@ -101,6 +138,7 @@ class VECADistiller(BaseModel):
                  teacher_ckpt: Optional[str] = None,
                  teacher_num_register_tokens: int = 0,
                  teacher_dims: Optional[int] = None,
+                 init_patch_embed_from_teacher: bool = False,
                  loss: dict = dict(type='mmlinear.VECADistillLoss'),
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
@@ -130,6 +168,12 @@ class VECADistiller(BaseModel):
                              f'the teacher {teacher_dims}: set the student out_channels to '
                              f'{teacher_dims}')
         self.loss_module = MODELS.build(loss)
+        if not isinstance(init_patch_embed_from_teacher, bool):
+            raise TypeError(f'init_patch_embed_from_teacher must be True or False, got '
+                            f'{init_patch_embed_from_teacher!r}')
+        self.init_patch_embed_from_teacher = init_patch_embed_from_teacher
+        if init_patch_embed_from_teacher:
+            teacher_patch_projection(self.teacher)  # fail at build time, not after init
 
     def train(self, mode: bool = True) -> 'VECADistiller':
         """Switch the student's mode; the teacher stays in eval mode."""
@@ -138,10 +182,41 @@ class VECADistiller(BaseModel):
         return self
 
     def init_weights(self) -> None:
-        """Initialise as configured, then load ``teacher_ckpt`` into the teacher."""
+        """Initialise as configured, load ``teacher_ckpt`` into the teacher, then (with
+        ``init_patch_embed_from_teacher``) copy the teacher's patch projection into the
+        student."""
         super().init_weights()
         if self.teacher_ckpt is not None:
             self._load_teacher(self.teacher_ckpt)
+        if self.init_patch_embed_from_teacher:
+            self.copy_teacher_patch_embed()
+
+    @torch.no_grad()
+    def copy_teacher_patch_embed(self) -> bool:
+        """Copy the teacher's patch projection into ``student.patch_embed.proj`` if the
+        shapes match, and log what was done.
+
+        Returns:
+            bool: Whether the projection was copied.
+        """
+        logger = MMLogger.get_current_instance()
+        path, source = teacher_patch_projection(self.teacher)
+        target = self.student.patch_embed.proj
+        if source.weight.shape != target.weight.shape:
+            logger.info(
+                f'init_patch_embed_from_teacher: skipped, student.patch_embed.proj kept its '
+                f'own initialisation: the teacher\'s teacher.{path} has weight shape '
+                f'{tuple(source.weight.shape)}, the student\'s {tuple(target.weight.shape)}')
+            return False
+        target.weight.copy_(source.weight)
+        if target.bias is not None:
+            if source.bias is None:
+                target.bias.zero_()
+            else:
+                target.bias.copy_(source.bias)
+        logger.info(f'init_patch_embed_from_teacher: copied teacher.{path} (weight '
+                    f'{tuple(source.weight.shape)}) into student.patch_embed.proj')
+        return True
 
     def _load_teacher(self, path: str) -> None:
         checkpoint = CheckpointLoader.load_checkpoint(path, map_location='cpu')

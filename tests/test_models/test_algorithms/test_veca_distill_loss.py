@@ -1,4 +1,4 @@
-"""VECADistillLoss: the reference loss of VECA spec 8.1, term by term."""
+"""VECADistillLoss: the reference loss (veca/losses.py of the official code), term by term."""
 import pytest
 import torch
 
@@ -6,7 +6,7 @@ from mmlinear.models import VECADistillLoss
 
 
 def reference_terms(g_s, z_s, t_cls, t_z, eps=1e-6):
-    """The spec's formula written out in float64."""
+    """The reference's formula written out in float64."""
     g_s, z_s, t_cls, t_z = (t.double() for t in (g_s, z_s, t_cls, t_z))
 
     def cos(a, b):

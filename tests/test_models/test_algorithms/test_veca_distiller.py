@@ -141,3 +141,77 @@ def test_teacher_checkpoint_is_loaded_with_prefixes_stripped(tmp_path):
 def test_student_width_must_match_the_teacher():
     with pytest.raises(ValueError, match='student outputs 32 channels but the teacher 48'):
         build(student=dict(STUDENT, out_channels=32))
+
+
+def logged_lines(action):
+    """Run ``action`` and return what it logged through mmengine's current logger."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    try:
+        result = action()
+    finally:
+        logger.removeHandler(handler)
+    return result, [r.getMessage() for r in records]
+
+
+def test_patch_embed_is_copied_from_the_teacher_when_the_shapes_match():
+    # A 64-wide teacher with 16-px patches: its patch projection has the student's shape.
+    teacher = vit_teacher(arch=dict(embed_dims=64, num_layers=1, num_heads=2,
+                                    feedforward_channels=64))
+    model, lines = logged_lines(
+        lambda: build(teacher=teacher, init_patch_embed_from_teacher=True))
+    source = model.teacher.patch_embed.projection
+    target = model.student.patch_embed.proj
+    assert torch.equal(target.weight, source.weight)
+    assert torch.equal(target.bias, source.bias)
+    # A copy, not a shared tensor: the student trains, the teacher stays frozen.
+    assert target.weight.data_ptr() != source.weight.data_ptr() and target.weight.requires_grad
+    copied = [line for line in lines if 'init_patch_embed_from_teacher: copied' in line]
+    assert copied == ['init_patch_embed_from_teacher: copied teacher.patch_embed.projection '
+                      '(weight (64, 3, 16, 16)) into student.patch_embed.proj']
+    # Off (the default): the student keeps its own random initialisation.
+    plain = build(teacher=teacher)
+    assert not torch.equal(plain.student.patch_embed.proj.weight,
+                           plain.teacher.patch_embed.projection.weight)
+
+
+def test_patch_embed_copy_is_skipped_and_logged_when_the_widths_differ():
+    torch.manual_seed(0)
+    reference = build()  # the 48-wide teacher, student D = 64
+    torch.manual_seed(0)
+    model, lines = logged_lines(lambda: build(init_patch_embed_from_teacher=True))
+    # Same seed, same initialisation: the skip left the student's projection untouched.
+    assert torch.equal(model.student.patch_embed.proj.weight,
+                       reference.student.patch_embed.proj.weight)
+    skipped = [line for line in lines if 'init_patch_embed_from_teacher: skipped' in line]
+    assert len(skipped) == 1
+    assert '(48, 3, 16, 16)' in skipped[0] and '(64, 3, 16, 16)' in skipped[0]
+    assert not any('init_patch_embed_from_teacher: copied' in line for line in lines)
+
+
+def test_patch_embed_copy_of_a_bias_free_teacher_zeroes_the_bias():
+    teacher = vit_teacher(arch=dict(embed_dims=64, num_layers=1, num_heads=2,
+                                    feedforward_channels=64))
+    model = build(teacher=teacher)
+    projection = model.teacher.patch_embed.projection
+    bias_free = torch.nn.Conv2d(3, 64, 16, 16, bias=False)
+    bias_free.weight.data.copy_(projection.weight)
+    model.teacher.patch_embed.projection = bias_free
+    torch.nn.init.normal_(model.student.patch_embed.proj.bias)
+    assert model.copy_teacher_patch_embed()
+    assert torch.equal(model.student.patch_embed.proj.weight, bias_free.weight)
+    assert torch.count_nonzero(model.student.patch_embed.proj.bias) == 0
+
+
+def test_patch_embed_copy_needs_a_teacher_patch_projection():
+    with pytest.raises(ValueError, match='no Conv2d patch projection'):
+        build(teacher=dict(type='mmpretrain.ResNet', depth=18), teacher_dims=512,
+              init_patch_embed_from_teacher=True)
+    with pytest.raises(TypeError, match='must be True or False'):
+        build(init_patch_embed_from_teacher='yes')

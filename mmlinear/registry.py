@@ -8,6 +8,7 @@ redirected to the runner's default scope (mmdet, mmseg or mmpretrain), which can
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
+from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import Registry
 
 MODELS = Registry(
@@ -27,3 +28,9 @@ HOOKS = Registry(
     parent=MMENGINE_HOOKS,
     scope='mmlinear',
     locations=['mmlinear.engine.hooks'])
+
+PARAM_SCHEDULERS = Registry(
+    'parameter scheduler',
+    parent=MMENGINE_PARAM_SCHEDULERS,
+    scope='mmlinear',
+    locations=['mmlinear.engine'])

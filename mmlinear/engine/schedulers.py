@@ -21,17 +21,8 @@ import math
 
 from mmengine.optim.scheduler.lr_scheduler import LRSchedulerMixin
 from mmengine.optim.scheduler.param_scheduler import INF, _ParamScheduler
-from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
-from mmengine.registry import Registry
 
-# mmlinear's child of mmengine's scheduler registry (configs: type='mmlinear.WarmupCosineLR').
-# It lives here rather than in mmlinear/registry.py so that the configs that use it import
-# ``mmlinear.engine`` (custom_imports) to make the scope known.
-PARAM_SCHEDULERS = Registry(
-    'parameter scheduler',
-    parent=MMENGINE_PARAM_SCHEDULERS,
-    scope='mmlinear',
-    locations=['mmlinear.engine.schedulers'])
+from mmlinear.registry import PARAM_SCHEDULERS
 
 
 class WarmupCosineParamScheduler(_ParamScheduler):

@@ -7,7 +7,6 @@ PyTorch references). Install with ``pip install --no-build-isolation -e .`` afte
 """
 import glob
 import os
-
 from setuptools import find_packages, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -38,8 +37,7 @@ def make_extensions() -> tuple:
     if not cpp_sources:
         return [], {}
     import torch
-    from torch.utils.cpp_extension import (BuildExtension, CppExtension,
-                                           CUDAExtension)
+    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
     include_dirs = [os.path.abspath(os.path.join(CSRC, 'common'))]
     # No -std flag: torch's helpers pick the standard its headers need (C++20 for torch 2.14).
     extra_compile_args = {'cxx': ['-O3', '-fopenmp-simd']}
@@ -71,8 +69,8 @@ setup(
     version=read_version(),
     description='Linear-complexity vision backbones (InfViT, WeightFormer, VECA) '
     'for mmpretrain, mmdet and mmseg',
-    long_description=open(os.path.join(ROOT, 'README.md')).read()
-    if os.path.exists(os.path.join(ROOT, 'README.md')) else '',
+    long_description=open(os.path.join(ROOT, 'README.md')).read() if os.path.exists(
+        os.path.join(ROOT, 'README.md')) else '',
     long_description_content_type='text/markdown',
     license='Apache License 2.0',
     python_requires='>=3.10',

@@ -11,11 +11,7 @@ from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
 from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import Registry
 
-MODELS = Registry(
-    'model',
-    parent=MMENGINE_MODELS,
-    scope='mmlinear',
-    locations=['mmlinear.models'])
+MODELS = Registry('model', parent=MMENGINE_MODELS, scope='mmlinear', locations=['mmlinear.models'])
 
 OPTIM_WRAPPERS = Registry(
     'optim_wrapper',
@@ -24,10 +20,7 @@ OPTIM_WRAPPERS = Registry(
     locations=['mmlinear.engine'])
 
 HOOKS = Registry(
-    'hook',
-    parent=MMENGINE_HOOKS,
-    scope='mmlinear',
-    locations=['mmlinear.engine.hooks'])
+    'hook', parent=MMENGINE_HOOKS, scope='mmlinear', locations=['mmlinear.engine.hooks'])
 
 PARAM_SCHEDULERS = Registry(
     'parameter scheduler',

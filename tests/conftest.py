@@ -58,5 +58,7 @@ def tiny_data(tmp_path_factory) -> str:
     subprocess.run([
         sys.executable,
         osp.join(REPO_ROOT, 'tools/misc/make_tiny_datasets.py'), '--out', out, '--scale', '0.05'
-    ], check=True, capture_output=True)
+    ],
+                   check=True,
+                   capture_output=True)
     return out

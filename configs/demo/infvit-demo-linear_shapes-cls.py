@@ -22,8 +22,7 @@ model = dict(
         loss=dict(type='CrossEntropyLoss', loss_weight=1.0),
         topk=(1, )))
 
-data_preprocessor = dict(
-    num_classes=num_classes, mean=[127.5] * 3, std=[127.5] * 3, to_rgb=True)
+data_preprocessor = dict(num_classes=num_classes, mean=[127.5] * 3, std=[127.5] * 3, to_rgb=True)
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
@@ -36,8 +35,7 @@ train_dataloader = dict(
     persistent_workers=True,
     sampler=dict(type='DefaultSampler', shuffle=True),
     dataset=dict(
-        type='CustomDataset', data_root=data_root, data_prefix='train',
-        pipeline=train_pipeline))
+        type='CustomDataset', data_root=data_root, data_prefix='train', pipeline=train_pipeline))
 val_dataloader = dict(
     batch_size=100,
     num_workers=2,
@@ -64,8 +62,14 @@ optim_wrapper = dict(
 max_epochs = 20
 # One cycle: 10% warm-up to the peak, then cosine annealing.
 param_scheduler = [
-    dict(type='OneCycleLR', eta_max=2e-3, pct_start=0.1, by_epoch=True, begin=0,
-         end=max_epochs, convert_to_iter_based=True),
+    dict(
+        type='OneCycleLR',
+        eta_max=2e-3,
+        pct_start=0.1,
+        by_epoch=True,
+        begin=0,
+        end=max_epochs,
+        convert_to_iter_based=True),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=max_epochs, val_interval=10)
 val_cfg = dict()

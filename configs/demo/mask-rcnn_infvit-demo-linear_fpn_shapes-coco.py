@@ -35,11 +35,9 @@ model = dict(
         bbox_roi_extractor=dict(out_channels=channels),
         bbox_head=dict(in_channels=channels, fc_out_channels=256, num_classes=len(classes)),
         mask_roi_extractor=dict(out_channels=channels),
-        mask_head=dict(
-            in_channels=channels, conv_out_channels=channels, num_classes=len(classes))),
+        mask_head=dict(in_channels=channels, conv_out_channels=channels, num_classes=len(classes))),
     train_cfg=dict(
-        rpn_proposal=dict(nms_pre=1000, max_per_img=200),
-        rcnn=dict(sampler=dict(num=64))),
+        rpn_proposal=dict(nms_pre=1000, max_per_img=200), rcnn=dict(sampler=dict(num=64))),
     test_cfg=dict(rpn=dict(nms_pre=300, max_per_img=100), rcnn=dict(max_per_img=20)))
 
 train_pipeline = [
@@ -83,8 +81,8 @@ max_epochs = 14
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=100),
-    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[11, 13],
-         gamma=0.1)
+    dict(
+        type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[11, 13], gamma=0.1)
 ]
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=5e-4, betas=(0.9, 0.999), weight_decay=0.05),

@@ -15,5 +15,4 @@ model = dict(
     neck=dict(in_channels=96))
 
 optim_wrapper = dict(
-    paramwise_cfg=dict(
-        _delete_=True, norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))
+    paramwise_cfg=dict(_delete_=True, norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))

@@ -11,7 +11,10 @@ _base_ = [
 
 model = dict(
     student=dict(
-        _delete_=True, type='mmlinear.VECA', arch={{_base_.veca_demo_arch}}, patch_size=16,
+        _delete_=True,
+        type='mmlinear.VECA',
+        arch={{_base_.veca_demo_arch}},
+        patch_size=16,
         active_cores=64),
     teacher=dict(
         _delete_=True,
@@ -41,13 +44,23 @@ optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.015),
     clip_grad=dict(max_norm=1.0))
 param_scheduler = [
-    dict(type='LinearLR', start_factor=lr_min / lr, by_epoch=True, begin=0, end=1,
-         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', T_max=max_epochs - 1, eta_min=lr_min, by_epoch=True,
-         begin=1, end=max_epochs, convert_to_iter_based=True),
+    dict(
+        type='LinearLR',
+        start_factor=lr_min / lr,
+        by_epoch=True,
+        begin=0,
+        end=1,
+        convert_to_iter_based=True),
+    dict(
+        type='CosineAnnealingLR',
+        T_max=max_epochs - 1,
+        eta_min=lr_min,
+        by_epoch=True,
+        begin=1,
+        end=max_epochs,
+        convert_to_iter_based=True),
 ]
 train_cfg = dict(max_epochs=max_epochs)
 default_hooks = dict(
-    logger=dict(interval=10),
-    checkpoint=dict(interval=max_epochs, max_keep_ckpts=1))
+    logger=dict(interval=10), checkpoint=dict(interval=max_epochs, max_keep_ckpts=1))
 randomness = dict(seed=0, diff_rank_seed=False)

@@ -6,7 +6,6 @@
 _base_ = ['../_base_/mask-rcnn_simple-pyramid_adamw_1x_coco.py']
 
 model = dict(
-    backbone=dict(type='mmlinear.VECA', arch='base', active_cores=64),
-    neck=dict(in_channels=768))
+    backbone=dict(type='mmlinear.VECA', arch='base', active_cores=64), neck=dict(in_channels=768))
 
 optim_wrapper = dict(paramwise_cfg=dict(norm_decay_mult=0.0))

@@ -27,13 +27,17 @@ model = dict(
 train_dataloader = dict(batch_size=128)
 val_dataloader = dict(batch_size=128)
 test_dataloader = val_dataloader
-optim_wrapper = dict(
-    optimizer=dict(lr=1e-3),
-    clip_grad=dict(max_norm=5.0))
+optim_wrapper = dict(optimizer=dict(lr=1e-3), clip_grad=dict(max_norm=5.0))
 max_epochs = 100
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-3, by_epoch=True, end=5, convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', T_max=max_epochs - 5, eta_min=1e-6, by_epoch=True, begin=5,
-         end=max_epochs, convert_to_iter_based=True),
+    dict(
+        type='CosineAnnealingLR',
+        T_max=max_epochs - 5,
+        eta_min=1e-6,
+        by_epoch=True,
+        begin=5,
+        end=max_epochs,
+        convert_to_iter_based=True),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=max_epochs)

@@ -19,8 +19,7 @@ _base_ = [
 data_root = 'data/objects365/'
 train_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='ResizeEdge', scale=288, edge='short', backend='pillow',
-         interpolation='bicubic'),
+    dict(type='ResizeEdge', scale=288, edge='short', backend='pillow', interpolation='bicubic'),
     dict(type='RandomCrop', crop_size=256),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='NumpyToPIL', to_rgb=True),
@@ -62,9 +61,16 @@ optim_wrapper = dict(
 # to lr, then a cosine from lr down to lr_min that starts where the warm-up ends; in closed
 # form (mmengine's LinearLR would reach lr one warm-up step early).
 param_scheduler = [
-    dict(type='mmlinear.WarmupCosineLR', warmup_length=warmup_epochs,
-         warmup_start_factor=lr_min / lr, eta_min_ratio=lr_min / lr, warmup_prefix=True,
-         by_epoch=True, begin=0, end=max_epochs, convert_to_iter_based=True),
+    dict(
+        type='mmlinear.WarmupCosineLR',
+        warmup_length=warmup_epochs,
+        warmup_start_factor=lr_min / lr,
+        eta_min_ratio=lr_min / lr,
+        warmup_prefix=True,
+        by_epoch=True,
+        begin=0,
+        end=max_epochs,
+        convert_to_iter_based=True),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=max_epochs)
 auto_scale_lr = dict(base_batch_size=768)

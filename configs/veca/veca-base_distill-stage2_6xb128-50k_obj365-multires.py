@@ -12,8 +12,7 @@ _base_ = ['./veca-base_distill-stage1_6xb128-135e_obj365-256px.py']
 load_from = 'work_dirs/veca-base_distill-stage1_6xb128-135e_obj365-256px/epoch_135.pth'
 train_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='ResizeEdge', scale=864, edge='short', backend='pillow',
-         interpolation='bicubic'),
+    dict(type='ResizeEdge', scale=864, edge='short', backend='pillow', interpolation='bicubic'),
     dict(type='RandomCrop', crop_size=768),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='NumpyToPIL', to_rgb=True),
@@ -29,9 +28,15 @@ warmup_iters = 7000
 lr, lr_min = 8e-5, 3e-5
 optim_wrapper = dict(optimizer=dict(lr=lr, weight_decay=0.01))
 param_scheduler = [
-    dict(type='mmlinear.WarmupCosineLR', warmup_length=warmup_iters,
-         warmup_start_factor=lr_min / lr, eta_min_ratio=lr_min / lr, warmup_prefix=True,
-         by_epoch=False, begin=0, end=max_iters),
+    dict(
+        type='mmlinear.WarmupCosineLR',
+        warmup_length=warmup_iters,
+        warmup_start_factor=lr_min / lr,
+        eta_min_ratio=lr_min / lr,
+        warmup_prefix=True,
+        by_epoch=False,
+        begin=0,
+        end=max_iters),
 ]
 train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
 

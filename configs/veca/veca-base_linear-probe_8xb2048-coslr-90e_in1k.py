@@ -30,10 +30,21 @@ optim_wrapper = dict(
     type='AmpOptimWrapper',
     optimizer=dict(type='LARS', lr=6.4, weight_decay=0.0, momentum=0.9))
 param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-4, by_epoch=True, begin=0, end=10,
-         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', T_max=80, by_epoch=True, begin=10, end=90, eta_min=0.0,
-         convert_to_iter_based=True),
+    dict(
+        type='LinearLR',
+        start_factor=1e-4,
+        by_epoch=True,
+        begin=0,
+        end=10,
+        convert_to_iter_based=True),
+    dict(
+        type='CosineAnnealingLR',
+        T_max=80,
+        by_epoch=True,
+        begin=10,
+        end=90,
+        eta_min=0.0,
+        convert_to_iter_based=True),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=90)
 auto_scale_lr = dict(base_batch_size=16384)

@@ -10,5 +10,4 @@ model = dict(
     backbone=dict(type='mmlinear.WeightFormer', arch='t', patch_size=16, drop_path_rate=0.1),
     neck=dict(in_channels=192))
 
-optim_wrapper = dict(
-    paramwise_cfg=dict(norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))
+optim_wrapper = dict(paramwise_cfg=dict(norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))

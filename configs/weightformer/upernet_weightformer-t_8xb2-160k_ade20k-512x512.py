@@ -12,5 +12,4 @@ model = dict(
     decode_head=dict(in_channels=[48, 96, 192, 192]),
     auxiliary_head=dict(in_channels=192))
 
-optim_wrapper = dict(
-    paramwise_cfg=dict(norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))
+optim_wrapper = dict(paramwise_cfg=dict(norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))

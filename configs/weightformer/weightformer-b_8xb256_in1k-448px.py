@@ -4,9 +4,7 @@
 # Evaluation: square bicubic resize to 512 x 512, then a 448 centre crop.
 _base_ = ['./weightformer-t_8xb256-amp_in1k.py']
 
-model = dict(
-    backbone=dict(arch='b', drop_path_rate=0.2),
-    head=dict(in_channels=384))
+model = dict(backbone=dict(arch='b', drop_path_rate=0.2), head=dict(in_channels=384))
 
 img_size = 448
 bgr_mean = [103.53, 116.28, 123.675]
@@ -35,8 +33,11 @@ train_pipeline = [
 ]
 test_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='Resize', scale=(img_size * 256 // 224, ) * 2, backend='pillow',
-         interpolation='bicubic'),
+    dict(
+        type='Resize',
+        scale=(img_size * 256 // 224, ) * 2,
+        backend='pillow',
+        interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=img_size),
     dict(type='PackInputs'),
 ]

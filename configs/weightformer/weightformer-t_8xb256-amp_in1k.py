@@ -22,8 +22,11 @@ custom_imports = dict(imports=['mmlinear.models', 'mmlinear.engine'], allow_fail
 img_size = 224
 test_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='Resize', scale=(img_size * 256 // 224, ) * 2, backend='pillow',
-         interpolation='bicubic'),
+    dict(
+        type='Resize',
+        scale=(img_size * 256 // 224, ) * 2,
+        backend='pillow',
+        interpolation='bicubic'),
     dict(type='CenterCrop', crop_size=img_size),
     dict(type='PackInputs'),
 ]
@@ -33,8 +36,8 @@ test_dataloader = val_dataloader
 
 optim_wrapper = dict(
     type='AmpOptimWrapper',
-    optimizer=dict(type='AdamW', lr=5e-4 * 2048 / 512, weight_decay=0.05, eps=1e-8,
-                   betas=(0.9, 0.999)),
+    optimizer=dict(
+        type='AdamW', lr=5e-4 * 2048 / 512, weight_decay=0.05, eps=1e-8, betas=(0.9, 0.999)),
     paramwise_cfg=dict(
         _delete_=True,
         norm_decay_mult=0.0,
@@ -47,9 +50,17 @@ optim_wrapper = dict(
 # reference updates after every optimizer step (lag_one_step); warm-up start and floor are
 # relative to the lr, so that auto_scale_lr scales the base, warm-up and minimum lr together.
 param_scheduler = [
-    dict(type='mmlinear.WarmupCosineLR', warmup_length=20, warmup_start_factor=1e-3,
-         eta_min_ratio=1e-2, warmup_prefix=False, lag_one_step=True, by_epoch=True, begin=0,
-         end=300, convert_to_iter_based=True),
+    dict(
+        type='mmlinear.WarmupCosineLR',
+        warmup_length=20,
+        warmup_start_factor=1e-3,
+        eta_min_ratio=1e-2,
+        warmup_prefix=False,
+        lag_one_step=True,
+        by_epoch=True,
+        begin=0,
+        end=300,
+        convert_to_iter_based=True),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=300, val_interval=1)
 # On by default: the reference always scales the lr by (total batch / 512); the lr above is

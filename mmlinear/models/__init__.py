@@ -1,5 +1,5 @@
 """Models registered into ``mmlinear.registry.MODELS`` (imported through its ``locations``)."""
-from .backbones import *  # noqa: F401,F403
-from .necks import *  # noqa: F401,F403
 from .algorithms import *  # noqa: F401,F403
+from .backbones import *  # noqa: F401,F403
 from .data_preprocessors import *  # noqa: F401,F403
+from .necks import *  # noqa: F401,F403

@@ -130,6 +130,7 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
     dtype = kernel_dtype(x)
     if bias is not None:
         bias = bias.to(dtype).expand(x.shape[:2]).contiguous()
-    out = DynamicDWConv2dFunction.apply(x.to(dtype).contiguous(), weight.to(dtype).contiguous(),
-                                        bias)
+    out = DynamicDWConv2dFunction.apply(
+        x.to(dtype).contiguous(),
+        weight.to(dtype).contiguous(), bias)
     return out.to(x.dtype)

@@ -69,5 +69,5 @@ def rho_vector(rho: Tensor, num_heads: int, dtype: torch.dtype) -> Tensor:
 
 def rho_per_head(rho: Tensor, num_heads: int, dtype: torch.dtype) -> Tensor:
     """Return rho shaped (1, H, 1) (or (1, 1, 1)) for broadcasting over (B, H, *)."""
-    return rho.to(dtype).reshape(1, -1, 1) if rho.numel() == num_heads else rho.to(
-        dtype).reshape(1, 1, 1)
+    return rho.to(dtype).reshape(1, -1, 1) if rho.numel() == num_heads else rho.to(dtype).reshape(
+        1, 1, 1)

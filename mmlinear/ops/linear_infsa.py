@@ -144,7 +144,8 @@ def linear_infsa(q: Tensor,
     B, H, N, d = q.shape
     dtype = kernel_dtype(q)
     pooled = LinearInfSAFunction.apply(
-        q.to(dtype).contiguous(), k.to(dtype).contiguous(), v.to(dtype).contiguous(),
-        rho_vector(rho, H, torch.promote_types(dtype, torch.float32)),
+        q.to(dtype).contiguous(),
+        k.to(dtype).contiguous(),
+        v.to(dtype).contiguous(), rho_vector(rho, H, torch.promote_types(dtype, torch.float32)),
         None if key_padding_mask is None else key_padding_mask.contiguous(), float(eps))
     return pooled.to(q.dtype).unsqueeze(2).expand(B, H, N, d)

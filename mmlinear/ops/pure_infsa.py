@@ -91,8 +91,7 @@ class PureInfSAFunction(Function):
     @torch.amp.custom_fwd(device_type='cuda')
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
                 key_padding_mask: Optional[Tensor], eps: float) -> Tensor:
-        out, fro_norm = kernel_ext(q.device).pure_infsa_forward(q, k, v, rho, key_padding_mask,
-                                                                eps)
+        out, fro_norm = kernel_ext(q.device).pure_infsa_forward(q, k, v, rho, key_padding_mask, eps)
         ctx.save_for_backward(q, k, v, rho, key_padding_mask, fro_norm, out)
         ctx.eps = eps
         return out
@@ -140,7 +139,9 @@ def pure_infsa(q: Tensor,
         return pure_infsa_reference(q, k, v, rho, key_padding_mask, eps)
     dtype = kernel_dtype(q)
     out = PureInfSAFunction.apply(
-        q.to(dtype).contiguous(), k.to(dtype).contiguous(), v.to(dtype).contiguous(),
+        q.to(dtype).contiguous(),
+        k.to(dtype).contiguous(),
+        v.to(dtype).contiguous(),
         rho_vector(rho, q.shape[1], torch.promote_types(dtype, torch.float32)),
         None if key_padding_mask is None else key_padding_mask.contiguous(), float(eps))
     return out.to(q.dtype)

@@ -3,11 +3,11 @@ import glob
 import os.path as osp
 
 import pytest
+from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 
 import mmlinear  # noqa: F401
-from conftest import REPO_ROOT
 
 # VECA configs (a distiller among them) are checked in test_veca_configs.py.
 CONFIGS = sorted(
@@ -23,9 +23,10 @@ def test_configs_exist():
         assert f'infvit/upernet_infvit-4l-{variant}_8xb2-160k_ade20k-512x512.py' in names
     assert sum(n.startswith('demo/') for n in names) >= 3
     for arch in ('t', 's', 'b'):
-        assert any(n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k.py')
-                   or n.startswith(f'weightformer/weightformer-{arch}_')
-                   and n.endswith('_in1k-448px.py') for n in names), arch
+        assert any(
+            n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k.py')
+            or n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k-448px.py')
+            for n in names), arch
     for arch in ('t', 's'):
         assert f'weightformer/mask-rcnn_weightformer-{arch}_fpn_1x_coco.py' in names
         assert f'weightformer/upernet_weightformer-{arch}_8xb2-160k_ade20k-512x512.py' in names
@@ -61,8 +62,9 @@ def check_weightformer(path, cfg, backbone):
     assert type(backbone).__name__ == 'WeightFormer'
     name = osp.basename(path)
     arch = cfg.model.backbone.arch
-    if name.startswith(('weightformer-demo', 'mask-rcnn_weightformer-demo',
-                        'upernet_weightformer-demo')):
+    demo_prefixes = ('weightformer-demo', 'mask-rcnn_weightformer-demo',
+                     'upernet_weightformer-demo')
+    if name.startswith(demo_prefixes):
         assert isinstance(arch, dict)
         assert backbone.arch_settings == dict(arch)
     else:

@@ -19,7 +19,8 @@ SCRIPT = textwrap.dedent('''
 def test_inherit_detection_config_by_package_scope(tmp_path):
     config = tmp_path / 'my_project' / 'my_mask_rcnn.py'
     config.parent.mkdir()
-    config.write_text(textwrap.dedent('''
+    config.write_text(
+        textwrap.dedent('''
         _base_ = ['mmlinear::infvit/mask-rcnn_infvit-4l-linear_fpn_1x_coco.py']
         model = dict(
             backbone=dict(arch='infvit-test', attn_type='pure'),
@@ -29,6 +30,8 @@ def test_inherit_detection_config_by_package_scope(tmp_path):
     script.write_text(SCRIPT)
     # Run from the temporary folder: nothing resolves relative to the repository.
     result = subprocess.run([sys.executable, str(script), str(config)],
-                            cwd=tmp_path, capture_output=True, text=True)
+                            cwd=tmp_path,
+                            capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ['mmdet', 'MaskRCNN', 'pure', '32', '0.0001']

@@ -3,9 +3,8 @@ import glob
 import os.path as osp
 
 import pytest
-from mmengine.config import Config
-
 from conftest import REPO_ROOT
+from mmengine.config import Config
 
 DENSE = sorted(
     p for p in glob.glob(osp.join(REPO_ROOT, 'configs', '**', '*.py'), recursive=True)
@@ -21,6 +20,6 @@ def test_there_are_dense_configs_for_every_backbone():
 @pytest.mark.parametrize('path', DENSE, ids=[osp.basename(p) for p in DENSE])
 def test_dense_config_uses_the_padding_mask_preprocessor(path):
     cfg = Config.fromfile(path)
-    expected = ('mmlinear.PaddingMaskDetDataPreprocessor' if cfg.default_scope == 'mmdet' else
-                'mmlinear.PaddingMaskSegDataPreprocessor')
+    expected = ('mmlinear.PaddingMaskDetDataPreprocessor'
+                if cfg.default_scope == 'mmdet' else 'mmlinear.PaddingMaskSegDataPreprocessor')
     assert cfg.model.data_preprocessor.type == expected

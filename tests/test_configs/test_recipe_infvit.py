@@ -6,12 +6,12 @@ import math
 import os.path as osp
 
 import pytest
+from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
+from recipe_harness import lr_curve, weight_decay_of, with_auto_scale_lr
 
 import mmlinear  # noqa: F401
-from conftest import REPO_ROOT
-from recipe_harness import lr_curve, weight_decay_of, with_auto_scale_lr
 
 CONFIGS = sorted(glob.glob(osp.join(REPO_ROOT, 'configs', 'infvit', 'infvit-*_in1k.py')))
 EPOCH_LENGTH = 4

@@ -8,13 +8,13 @@ import os.path as osp
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, init_default_scope
+from recipe_harness import lr_curve, weight_decay_of, with_auto_scale_lr
 
 import mmlinear  # noqa: F401
-from conftest import REPO_ROOT
-from recipe_harness import lr_curve, weight_decay_of, with_auto_scale_lr
 
 VECA = osp.join(REPO_ROOT, 'configs', 'veca')
 STAGE1 = osp.join(VECA, 'veca-base_distill-stage1_6xb128-135e_obj365-256px.py')

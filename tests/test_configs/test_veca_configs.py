@@ -6,22 +6,26 @@ import os.path as osp
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import HOOKS, MODELS, init_default_scope
 
 import mmlinear  # noqa: F401
-from conftest import REPO_ROOT
 
 CONFIGS = sorted(
     glob.glob(osp.join(REPO_ROOT, 'configs', 'veca', '*.py')) +
     glob.glob(osp.join(REPO_ROOT, 'configs', 'demo', '*veca*.py')))
-BASES = {name: osp.join(REPO_ROOT, 'configs', '_base_', 'models', f'veca-{name}.py')
-         for name in ('small', 'splus', 'base', 'large')}
+BASES = {
+    name: osp.join(REPO_ROOT, 'configs', '_base_', 'models', f'veca-{name}.py')
+    for name in ('small', 'splus', 'base', 'large')
+}
 WIDTHS = dict(small=384, splus=384, base=768, large=1024)
 TINY_TEACHER = dict(
     type='mmpretrain.VisionTransformer',
     arch=dict(embed_dims=768, num_layers=1, num_heads=12, feedforward_channels=768),
-    img_size=64, patch_size=16, out_type='raw')
+    img_size=64,
+    patch_size=16,
+    out_type='raw')
 
 
 def test_veca_configs_exist():
@@ -45,7 +49,7 @@ def test_model_bases_build_the_preset(name):
     cfg = Config.fromfile(BASES[name])
     init_default_scope('mmpretrain')
     model = MODELS.build(cfg.model)
-    assert model.backbone.arch_settings == type(model.backbone).arch_zoo[name]
+    assert model.backbone.arch_settings == model.backbone.arch_zoo[name]
     assert model.backbone.out_type == 'cls_token' and model.backbone.active_cores == 64
     assert model.head.in_channels == WIDTHS[name] == model.backbone.embed_dims
 
@@ -65,7 +69,7 @@ def test_config_builds_model(path):
     model = build(cfg)
     assert type(model.backbone).__name__ == 'VECA' and model.backbone.active_cores == 64
     if 'demo' not in path:
-        assert model.backbone.arch_settings == type(model.backbone).arch_zoo['base']
+        assert model.backbone.arch_settings == model.backbone.arch_zoo['base']
     if cfg.default_scope == 'mmpretrain':
         assert model.backbone.out_type == 'cls_token'
         if 'linear-probe' in path:  # a frozen backbone: only the neck and head learn

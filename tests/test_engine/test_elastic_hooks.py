@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.runner import Runner
 
-from conftest import REPO_ROOT
 from mmlinear.engine.hooks import (ElasticCoreBudgetHook, MultiResolutionHook, draw_shared,
                                    sampling_probabilities, shared_seed)
 from mmlinear.utils.runner_setup import fix_dataloaders
@@ -67,10 +67,10 @@ def test_resolution_draws_follow_the_two_phases():
     phase_a = [hook.draw(i) for i in range(7000)]
     phase_b = [hook.draw(i) for i in range(7000, 27000)]
     assert 768 not in phase_a
-    np.testing.assert_allclose(frequencies(phase_a, hook.resolutions),
-                               [0.35, 0.35, 0.30, 0.0], atol=0.025)
-    np.testing.assert_allclose(frequencies(phase_b, hook.resolutions),
-                               [0.15, 0.25, 0.30, 0.30], atol=0.015)
+    np.testing.assert_allclose(
+        frequencies(phase_a, hook.resolutions), [0.35, 0.35, 0.30, 0.0], atol=0.025)
+    np.testing.assert_allclose(
+        frequencies(phase_b, hook.resolutions), [0.15, 0.25, 0.30, 0.30], atol=0.015)
     with pytest.raises(ValueError, match='multiples of 16'):
         MultiResolutionHook(resolutions=(250, ), phases=[dict(begin=0, weights=(1, ))])
     with pytest.raises(ValueError, match='begin=0'):
@@ -87,8 +87,7 @@ def test_hooks_draw_independent_streams():
 
 
 def test_resolution_hook_resizes_the_batch_in_place():
-    hook = MultiResolutionHook(resolutions=(32, 48), phases=[dict(begin=0, weights=(1, 1))],
-                               seed=0)
+    hook = MultiResolutionHook(resolutions=(32, 48), phases=[dict(begin=0, weights=(1, 1))], seed=0)
     runner = SimpleNamespace(iter=0, message_hub=SimpleNamespace(update_scalar=lambda *a: 0))
     for iteration in range(6):
         runner.iter = iteration
@@ -134,8 +133,10 @@ class ChunkUpdateRecorder(Hook):
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
         student = runner.model.student
-        changed = [not torch.equal(before, chunk)
-                   for before, chunk in zip(self._before, student.query_token_chunks)]
+        changed = [
+            not torch.equal(before, chunk)
+            for before, chunk in zip(self._before, student.query_token_chunks)
+        ]
         self.records.append((student.active_cores, changed))
 
 

@@ -9,7 +9,6 @@ from mmengine.runner import load_checkpoint
 from mmlinear.models.backbones import VECA, InfViT, WeightFormer
 
 
-
 def infvit(**kwargs):
     return InfViT(**{'arch': 'test', **kwargs})
 
@@ -24,7 +23,6 @@ def veca(**kwargs):
 
 # One constructor per backbone, for the cases that every backbone must answer alike.
 BACKBONES = dict(infvit=infvit, weightformer=weightformer, veca=veca)
-
 
 # (case, call, exception type, regex the message must match)
 CASES = [
@@ -46,8 +44,9 @@ CASES = [
      r'out_indices must hold integers'),
     ('active_cores not allowed', lambda: VECA(arch='test', active_cores=12), ValueError,
      r'active_cores must be one of \(8, 16, 24, 32, 40, 48, 56, 64\).*got 12'),
-    ('active_cores not allowed',
-     lambda: VECA(arch='test')(torch.randn(1, 3, 32, 32), active_cores=72), ValueError, r'active_cores must be one of \(8, 16, 24, 32, 40, 48, 56, 64\).*got 72'),
+    ('active_cores not allowed', lambda: VECA(arch='test')
+     (torch.randn(1, 3, 32, 32), active_cores=72), ValueError,
+     r'active_cores must be one of \(8, 16, 24, 32, 40, 48, 56, 64\).*got 72'),
     ('unknown attn_type', lambda: infvit(attn_type='flash'), ValueError,
      r"unknown attn_type 'flash'; allowed: 'softmax', 'pure', 'linear', 'none'"),
     ('unknown out_type', lambda: weightformer(out_type='cls_token'), ValueError,
@@ -66,23 +65,23 @@ CASES = [
      r'images must be at least one patch \(16x16\) large, got 8x32'),
     ('smaller than a patch', lambda: weightformer()(torch.randn(1, 3, 32, 15)), ValueError,
      r'images must be at least one patch \(16x16\) large, got 32x15'),
-    ('padding mask shape', lambda: infvit()(torch.randn(1, 3, 32, 32),
-                                            torch.zeros(1, 16, 32, dtype=torch.bool)),
-     ValueError, r'padding_mask must have shape \(B, H, W\) = \(1, 32, 32\), got \(1, 16, 32\)'),
+    ('padding mask shape', lambda: infvit()
+     (torch.randn(1, 3, 32, 32), torch.zeros(1, 16, 32, dtype=torch.bool)), ValueError,
+     r'padding_mask must have shape \(B, H, W\) = \(1, 32, 32\), got \(1, 16, 32\)'),
     ('active_cores positional', lambda: VECA(arch='test')(torch.randn(1, 3, 32, 32), None, 16),
      TypeError, r'takes from 2 to 3 positional arguments but 4 were given'),
 ]
 for name, build in BACKBONES.items():
     CASES += [
-        (f'{name}: float padding mask', lambda build=build: build()(
-            torch.randn(1, 3, 32, 32), torch.zeros(1, 32, 32)), TypeError,
+        (f'{name}: float padding mask', lambda build=build: build()
+         (torch.randn(1, 3, 32, 32), torch.zeros(1, 32, 32)), TypeError,
          r'padding_mask must be a bool tensor \(True on padded pixels\), got dtype '
          r'torch.float32'),
-        (f'{name}: integer padding mask', lambda build=build: build()(
-            torch.randn(1, 3, 32, 32), torch.zeros(1, 32, 32, dtype=torch.uint8)), TypeError,
+        (f'{name}: integer padding mask', lambda build=build: build()
+         (torch.randn(1, 3, 32, 32), torch.zeros(1, 32, 32, dtype=torch.uint8)), TypeError,
          r'padding_mask must be a bool tensor .*got dtype torch.uint8'),
-        (f'{name}: uint8 image', lambda build=build: build()(
-            torch.zeros(1, 3, 32, 32, dtype=torch.uint8)), TypeError,
+        (f'{name}: uint8 image', lambda build=build: build()
+         (torch.zeros(1, 3, 32, 32, dtype=torch.uint8)), TypeError,
          r'expected floating-point images \(B, C, H, W\), normalised as the data '
          r'preprocessor does, got dtype torch.uint8'),
     ]
@@ -118,8 +117,7 @@ def test_checkpoint_with_missing_and_unexpected_keys_is_reported(tmp_path):
     logger = MMLogger.get_current_instance()
     logger.addHandler(handler)
     try:
-        model = InfViT(arch='test',
-                       init_cfg=dict(type='Pretrained', checkpoint=path))
+        model = InfViT(arch='test', init_cfg=dict(type='Pretrained', checkpoint=path))
         model.init_weights()
     finally:
         logger.removeHandler(handler)

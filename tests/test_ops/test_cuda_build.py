@@ -22,7 +22,8 @@ def cuda_home() -> str:
     reason='needs nvcc (set CUDA_HOME to a CUDA toolkit)')
 def test_cuda_sources_compile_and_load(repo_root, tmp_path):
     env = {
-        **os.environ, 'CUDA_HOME': cuda_home(), 'FORCE_CUDA': '1',
+        **os.environ, 'CUDA_HOME': cuda_home(),
+        'FORCE_CUDA': '1',
         'TORCH_CUDA_ARCH_LIST': os.environ.get('TORCH_CUDA_ARCH_LIST', '9.0'),
         'MMLINEAR_WITH_OPS': '1'
     }
@@ -30,7 +31,12 @@ def test_cuda_sources_compile_and_load(repo_root, tmp_path):
         sys.executable, 'setup.py', '-q', 'build_ext', '--build-temp',
         str(tmp_path / 'temp'), '--build-lib',
         str(tmp_path / 'lib')
-    ], cwd=repo_root, env=env, capture_output=True, text=True, timeout=3600)
+    ],
+                            cwd=repo_root,
+                            env=env,
+                            capture_output=True,
+                            text=True,
+                            timeout=3600)
     assert result.returncode == 0, result.stderr[-4000:]
     (library, ) = (tmp_path / 'lib' / 'mmlinear').glob('_ext.*.so')
     # The CUDA build links libcudart; with a CUDA build of torch it loads without a GPU, and
@@ -42,7 +48,9 @@ def test_cuda_sources_compile_and_load(repo_root, tmp_path):
             'q = torch.randn(1, 2, 5, 4); rho = torch.ones(2); '
             'pooled = ext.linear_infsa_forward(q, q, q, rho, None, 1e-6)[0]; '
             'print(ext.with_cuda(), tuple(pooled.shape))')
-    loaded = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+    loaded = subprocess.run([sys.executable, '-c', code],
+                            capture_output=True,
+                            text=True,
                             timeout=300)
     assert loaded.returncode == 0, loaded.stderr[-4000:]
     assert loaded.stdout.split('\n')[-2] == 'True (1, 2, 4)'

@@ -2,9 +2,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from op_fixtures import device  # noqa: F401 (pytest fixtures)
 
 from mmlinear.ops import dynamic_dwconv2d, dynamic_dwconv2d_reference
-from op_fixtures import device  # noqa: F401 (pytest fixtures)
 
 
 def make_inputs(device, dtype=torch.float64, B=2, C=3, H=6, W=5, ks=3, bias='shared', seed=0):
@@ -13,14 +13,16 @@ def make_inputs(device, dtype=torch.float64, B=2, C=3, H=6, W=5, ks=3, bias='sha
     weight = torch.randn(B, C, ks, ks, generator=g, dtype=torch.float64)
     shapes = {'shared': (C, ), 'per_sample': (B, C), None: None}
     b = None if bias is None else torch.randn(shapes[bias], generator=g, dtype=torch.float64)
-    return [None if t is None else t.to(device=device, dtype=dtype).requires_grad_()
-            for t in (x, weight, b)]
+    return [
+        None if t is None else t.to(device=device, dtype=dtype).requires_grad_()
+        for t in (x, weight, b)
+    ]
 
 
 def outputs_and_grads(fn, x, weight, bias):
     out = fn(x, weight, bias)
-    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1),
-                       dtype=torch.float64).to(out)
+    grad = torch.randn(
+        out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(out)
     inputs = [t for t in (x, weight, bias) if t is not None]
     return (out, *torch.autograd.grad(out, inputs, grad))
 
@@ -30,10 +32,11 @@ def test_reference_is_one_depthwise_conv_per_sample():
     out = dynamic_dwconv2d_reference(x, weight, bias)
     for i in range(2):
         torch.testing.assert_close(
-            out[i], F.conv2d(x[i:i + 1], weight[i, :, None], bias[i], padding=1, groups=3)[0])
+            out[i],
+            F.conv2d(x[i:i + 1], weight[i, :, None], bias[i], padding=1, groups=3)[0])
     shared = dynamic_dwconv2d_reference(x, weight, bias[0])
-    torch.testing.assert_close(
-        shared[1], F.conv2d(x[1:], weight[1, :, None], bias[0], padding=1, groups=3)[0])
+    torch.testing.assert_close(shared[1],
+                               F.conv2d(x[1:], weight[1, :, None], bias[0], padding=1, groups=3)[0])
 
 
 @pytest.mark.parametrize('ks', [1, 3, 5, 7])
@@ -49,8 +52,9 @@ def test_matches_reference_in_float64(device, ks, bias):
 
 def test_matches_reference_in_float32(device):
     inputs = make_inputs(device, dtype=torch.float32, B=2, C=16, H=33, W=20, ks=3)
-    for a, b in zip(outputs_and_grads(dynamic_dwconv2d, *inputs),
-                    outputs_and_grads(dynamic_dwconv2d_reference, *inputs)):
+    for a, b in zip(
+            outputs_and_grads(dynamic_dwconv2d, *inputs),
+            outputs_and_grads(dynamic_dwconv2d_reference, *inputs)):
         assert a.dtype == torch.float32
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
@@ -71,7 +75,9 @@ def test_gradcheck(device, bias):
     x, weight, b = make_inputs(device, B=2, C=2, H=4, W=3, ks=3, bias=bias)
     inputs = tuple(t for t in (x, weight, b) if t is not None)
     assert torch.autograd.gradcheck(
-        lambda *t: dynamic_dwconv2d(t[0], t[1], t[2] if len(t) > 2 else None), inputs, eps=1e-6,
+        lambda *t: dynamic_dwconv2d(t[0], t[1], t[2] if len(t) > 2 else None),
+        inputs,
+        eps=1e-6,
         atol=1e-7)
 
 
@@ -79,9 +85,11 @@ def test_non_contiguous_inputs(device):
     x, weight, bias = make_inputs(device, H=5, W=5)
     x_t, weight_t = x.transpose(2, 3), weight.transpose(2, 3)
     assert not x_t.is_contiguous() and not weight_t.is_contiguous()
-    torch.testing.assert_close(dynamic_dwconv2d(x_t, weight_t, bias),
-                               dynamic_dwconv2d_reference(x_t, weight_t, bias), atol=1e-10,
-                               rtol=1e-10)
+    torch.testing.assert_close(
+        dynamic_dwconv2d(x_t, weight_t, bias),
+        dynamic_dwconv2d_reference(x_t, weight_t, bias),
+        atol=1e-10,
+        rtol=1e-10)
 
 
 @pytest.mark.parametrize('sizes', [dict(B=0), dict(C=0), dict(H=0), dict(W=0)])

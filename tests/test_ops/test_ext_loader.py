@@ -8,10 +8,10 @@ import warnings
 
 import pytest
 import torch
+from op_fixtures import ext  # noqa: F401 (pytest fixtures)
 
 from mmlinear.ops import linear_infsa, linear_infsa_reference, pure_infsa
 from mmlinear.utils import ext_loader
-from op_fixtures import ext  # noqa: F401 (pytest fixtures)
 
 
 @pytest.fixture
@@ -63,8 +63,11 @@ def test_runtime_switch_in_a_fresh_process(repo_root):
             'q = torch.randn(1, 2, 5, 4); pure_infsa(q, q, q, torch.tensor(0.5)); '
             'print(load_ext() is None)')
     env = {**os.environ, ext_loader.DISABLE_ENV: '1', 'PYTHONPATH': repo_root}
-    result = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run([sys.executable, '-c', code],
+                            env=env,
+                            capture_output=True,
+                            text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == 'True'
 
@@ -83,8 +86,10 @@ def test_device_registry_errors(ext):
     rho = torch.ones(3)
     meta = [t.to('meta') for t in (q, k, v, rho)]
     built = 'CPU and CUDA kernels' if ext.with_cuda() else 'CPU kernels only'
-    with pytest.raises(RuntimeError, match='linear_infsa_forward_impl: implementation for '
-                       rf'device META not found \(this build of mmlinear._ext has {built}\)'):
+    with pytest.raises(
+            RuntimeError,
+            match='linear_infsa_forward_impl: implementation for '
+            rf'device META not found \(this build of mmlinear._ext has {built}\)'):
         ext.linear_infsa_forward(*meta, None, 1e-6)
     with pytest.raises(RuntimeError, match='pure_infsa_forward_impl: inconsistent devices'):
         ext.pure_infsa_forward(q, meta[1], v, rho, None, 1e-6)

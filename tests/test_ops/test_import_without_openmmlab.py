@@ -40,7 +40,9 @@ SCRIPT = textwrap.dedent(f'''
 
 
 def test_mmlinear_ops_imports_and_runs_without_openmmlab_packages():
-    result = subprocess.run([sys.executable, '-c', SCRIPT], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, '-c', SCRIPT],
+                            capture_output=True,
+                            text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == 'ok mmlinear.ops'
@@ -50,7 +52,9 @@ def test_mmlinear_ext_imports_without_openmmlab_packages():
     pytest.importorskip('mmlinear._ext')
     script = SCRIPT.replace("print('ok', ops.__name__)",
                             "import mmlinear._ext as ext; print('ok', ext.with_cuda())")
-    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, '-c', script],
+                            capture_output=True,
+                            text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() in ('ok True', 'ok False')

@@ -6,10 +6,9 @@ need the extension skip.
 """
 import pytest
 import torch
-
-from mmlinear.ops import (linear_infsa, linear_infsa_reference, pure_infsa,
-                          pure_infsa_reference)
 from op_fixtures import device, ext  # noqa: F401 (pytest fixtures)
+
+from mmlinear.ops import linear_infsa, linear_infsa_reference, pure_infsa, pure_infsa_reference
 
 OPS = {
     'linear': (linear_infsa, linear_infsa_reference),
@@ -17,8 +16,17 @@ OPS = {
 }
 
 
-def make_inputs(device, dtype=torch.float64, B=2, H=3, N=10, S=None, d=8, seed=0,
-                per_head=True, mask=None, requires_grad=True):
+def make_inputs(device,
+                dtype=torch.float64,
+                B=2,
+                H=3,
+                N=10,
+                S=None,
+                d=8,
+                seed=0,
+                per_head=True,
+                mask=None,
+                requires_grad=True):
     """Random q, k, v, rho and a mask: None, 'keys' (last keys of sample 0 padded) or 'all'
     (sample 1 entirely padded)."""
     g = torch.Generator().manual_seed(seed)
@@ -39,8 +47,8 @@ def make_inputs(device, dtype=torch.float64, B=2, H=3, N=10, S=None, d=8, seed=0
 
 def outputs_and_grads(fn, q, k, v, rho, key_padding_mask, grad_seed=1):
     out = fn(q, k, v, rho, key_padding_mask)
-    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(grad_seed),
-                       dtype=torch.float64).to(out)
+    grad = torch.randn(
+        out.shape, generator=torch.Generator().manual_seed(grad_seed), dtype=torch.float64).to(out)
     grads = torch.autograd.grad(out, (q, k, v, rho), grad, allow_unused=True)
     return (out, *grads)
 
@@ -86,12 +94,12 @@ def test_half_types_match_the_float64_reference(device, op, dtype):
 def test_gradcheck(device, op, mask):
     fn, _ = OPS[op]
     q, k, v, rho, key_padding_mask = make_inputs(device, B=2, H=2, N=5, S=6, d=4, mask=mask)
-    assert torch.autograd.gradcheck(lambda *t: fn(*t, key_padding_mask), (q, k, v, rho),
-                                    eps=1e-6, atol=1e-7)
+    assert torch.autograd.gradcheck(
+        lambda *t: fn(*t, key_padding_mask), (q, k, v, rho), eps=1e-6, atol=1e-7)
     # Self-attention also masks the queries.
     q, k, v, rho, key_padding_mask = make_inputs(device, B=2, H=2, N=5, d=4, mask=mask, seed=3)
-    assert torch.autograd.gradcheck(lambda *t: fn(*t, key_padding_mask), (q, k, v, rho),
-                                    eps=1e-6, atol=1e-7)
+    assert torch.autograd.gradcheck(
+        lambda *t: fn(*t, key_padding_mask), (q, k, v, rho), eps=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize('op', OPS)
@@ -99,8 +107,9 @@ def test_non_contiguous_inputs(device, op):
     fn, reference = OPS[op]
     g = torch.Generator().manual_seed(0)
     # (B, N, H, d) projections viewed as (B, H, N, d), as the attention layer does.
-    q, k, v = (torch.randn(2, 7, 3, 8, generator=g, dtype=torch.float64).to(device).transpose(1, 2)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(2, 7, 3, 8, generator=g, dtype=torch.float64).to(device).transpose(1, 2)
+        for _ in range(3))
     rho = torch.tensor([0.9, 0.5, 0.2], dtype=torch.float64, device=device)
     assert not q.is_contiguous()
     torch.testing.assert_close(fn(q, k, v, rho), reference(q, k, v, rho), atol=1e-10, rtol=1e-10)

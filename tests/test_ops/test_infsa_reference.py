@@ -6,8 +6,7 @@ import math
 import pytest
 import torch
 
-from mmlinear.ops import (linear_infsa, linear_infsa_key_weights, pure_infsa,
-                          pure_infsa_scores)
+from mmlinear.ops import linear_infsa, linear_infsa_key_weights, pure_infsa, pure_infsa_scores
 
 DTYPE = torch.float64
 

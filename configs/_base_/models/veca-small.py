@@ -3,8 +3,7 @@
 custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)
 model = dict(
     type='ImageClassifier',
-    backbone=dict(
-        type='mmlinear.VECA', arch='small', active_cores=64, out_type='cls_token'),
+    backbone=dict(type='mmlinear.VECA', arch='small', active_cores=64, out_type='cls_token'),
     neck=None,
     head=dict(
         type='LinearClsHead',

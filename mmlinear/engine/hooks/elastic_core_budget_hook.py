@@ -89,10 +89,9 @@ class ElasticCoreBudgetHook(Hook):
         self.seed = shared_seed(runner, self.seed)
         if min(self.budgets) < MAX_CORES and \
                 getattr(runner.model, 'find_unused_parameters', True) is False:
-            raise ValueError(
-                'core budgets below 64 leave parameters without gradients; set '
-                "model_wrapper_cfg=dict(type='MMDistributedDataParallel', "
-                'find_unused_parameters=True) in the config')
+            raise ValueError('core budgets below 64 leave parameters without gradients; set '
+                             "model_wrapper_cfg=dict(type='MMDistributedDataParallel', "
+                             'find_unused_parameters=True) in the config')
 
     def _apply(self, cores: int) -> None:
         for module in self._targets:

@@ -54,8 +54,10 @@ class MultiResolutionHook(Hook):
             raise ValueError(f'phases must start at begin=0 with increasing begins, got '
                              f'{begins}')
         self.begins: List[int] = begins
-        self.probs = [sampling_probabilities('resolutions', self.resolutions, phase['weights'])
-                      for phase in phases]
+        self.probs = [
+            sampling_probabilities('resolutions', self.resolutions, phase['weights'])
+            for phase in phases
+        ]
         self.seed = seed
 
     def draw(self, iteration: int) -> int:
@@ -64,8 +66,7 @@ class MultiResolutionHook(Hook):
             raise RuntimeError('MultiResolutionHook.draw needs a seed: pass seed= or let the '
                                'runner call before_run first')
         phase = max(i for i, begin in enumerate(self.begins) if begin <= iteration)
-        return draw_shared(self.seed, iteration, self.stream, self.resolutions,
-                           self.probs[phase])
+        return draw_shared(self.seed, iteration, self.stream, self.resolutions, self.probs[phase])
 
     def before_run(self, runner) -> None:
         self.seed = shared_seed(runner, self.seed)
@@ -78,8 +79,12 @@ class MultiResolutionHook(Hook):
             raise TypeError('MultiResolutionHook needs a stacked (B, C, H, W) input tensor '
                             "(mmpretrain's default_collate)")
         if inputs.shape[-2:] != (size, size):
-            resized = F.interpolate(inputs.float(), size=(size, size), mode='bicubic',
-                                    antialias=True, align_corners=False)
+            resized = F.interpolate(
+                inputs.float(),
+                size=(size, size),
+                mode='bicubic',
+                antialias=True,
+                align_corners=False)
             # Bicubic overshoots; keep the pixel range the data preprocessor expects.
             data_batch['inputs'] = resized.clamp_(0, 255)
         runner.message_hub.update_scalar('train/resolution', size)

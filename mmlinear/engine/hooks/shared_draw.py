@@ -46,8 +46,7 @@ def shared_seed(runner, seed: Optional[int]) -> int:
     return int(seeds[0])
 
 
-def draw_shared(seed: int, iteration: int, stream: int, choices: Sequence,
-                probs: np.ndarray):
+def draw_shared(seed: int, iteration: int, stream: int, choices: Sequence, probs: np.ndarray):
     """The draw of ``iteration``: a pure function of its arguments.
 
     Args:

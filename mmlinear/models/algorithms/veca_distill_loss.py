@@ -25,7 +25,9 @@ class VECADistillLoss(nn.Module):
         eps (float): Cosine-similarity eps. Defaults to 1e-6.
     """
 
-    def __init__(self, dense_weight: float = 1.0, mse_weight: float = 1.0,
+    def __init__(self,
+                 dense_weight: float = 1.0,
+                 mse_weight: float = 1.0,
                  eps: float = 1e-6) -> None:
         super().__init__()
         for name, value in (('dense_weight', dense_weight), ('mse_weight', mse_weight)):

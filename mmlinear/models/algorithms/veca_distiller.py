@@ -280,11 +280,9 @@ class VECADistiller(BaseModel):
                 f'{self.teacher_num_register_tokens} register tokens dropped) but the student '
                 f'grid {height}x{width} has {num_student}: both need 16-px patches on the same '
                 f'input; check the teacher patch_size and teacher_num_register_tokens')
-        return self.loss_module(student['global'], student['patches'], teacher_cls,
-                                teacher_patches)
+        return self.loss_module(student['global'], student['patches'], teacher_cls, teacher_patches)
 
-    def forward(self, inputs: Tensor, data_samples: Optional[List] = None,
-                mode: str = 'tensor'):
+    def forward(self, inputs: Tensor, data_samples: Optional[List] = None, mode: str = 'tensor'):
         """``mode='loss'``: the loss dict; ``'tensor'``: :meth:`extract_feat`.
 
         Raises:

@@ -1,6 +1,5 @@
 """The skeleton that InfViT, WeightFormer and VECA share: a plain (single-stride) token stack."""
-from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
-                    Union)
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from mmengine.model import BaseModule
 from torch import Tensor, nn
@@ -131,8 +130,7 @@ class BasePlainBackbone(BaseModule):
         """What freezing every block also freezes: the final norm and what follows it."""
         return [self.final_norm]
 
-    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor],
-               **kwargs) -> TokenGrid:
+    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor], **kwargs) -> TokenGrid:
         """Embed checked images into the tokens the first block takes.
 
         Args:
@@ -173,8 +171,7 @@ class BasePlainBackbone(BaseModule):
         self._freeze_stages()
         return self
 
-    def _token_padding_mask(self, x: Tensor,
-                            padding_mask: Optional[Tensor]) -> Optional[Tensor]:
+    def _token_padding_mask(self, x: Tensor, padding_mask: Optional[Tensor]) -> Optional[Tensor]:
         """Check the images and the pixel mask; reduce the mask to (B, N) patch tokens."""
         if not x.is_floating_point():
             raise TypeError(f'expected floating-point images (B, C, H, W), normalised as the '

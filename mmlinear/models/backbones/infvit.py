@@ -9,8 +9,7 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
-from ..utils import (check_choice, pos_embed_for_valid_regions, resize_pos_embed,
-                     valid_extents)
+from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
 # Keys of checkpoints saved before the blocks and the final norm got the names that all
@@ -66,11 +65,13 @@ class InfViT(BasePlainBackbone):
     """
 
     arch_zoo: Dict[str, Dict[str, int]] = {
-        'infvit-4l': dict(embed_dims=1024, num_layers=4, num_heads=16, feedforward_channels=4096),
-        'infvit-24l': dict(embed_dims=1024, num_layers=24, num_heads=16,
-                           feedforward_channels=4096),
+        'infvit-4l':
+        dict(embed_dims=1024, num_layers=4, num_heads=16, feedforward_channels=4096),
+        'infvit-24l':
+        dict(embed_dims=1024, num_layers=24, num_heads=16, feedforward_channels=4096),
         # Small presets for CPU demos and tests.
-        'infvit-demo': dict(embed_dims=96, num_layers=4, num_heads=4, feedforward_channels=384),
+        'infvit-demo':
+        dict(embed_dims=96, num_layers=4, num_heads=4, feedforward_channels=384),
         **dict.fromkeys(['test', 'infvit-test'],
                         dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)),
     }
@@ -97,8 +98,7 @@ class InfViT(BasePlainBackbone):
                  frozen_stages: int = -1,
                  with_cp: bool = False,
                  init_cfg: Optional[Union[dict, List[dict]]] = TRUNC_NORMAL_INIT) -> None:
-        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp,
-                         init_cfg)
+        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp, init_cfg)
         check_choice('attn_type', attn_type, ATTN_TYPES)
         check_choice('rho_mode', rho_mode, RHO_MODES)
         self.attn_type = attn_type
@@ -156,9 +156,8 @@ class InfViT(BasePlainBackbone):
         if side * side != src_tokens:
             raise ValueError(f'cannot infer the grid of a checkpoint pos_embed with '
                              f'{src_tokens} patch tokens; it must be square')
-        state_dict[name] = resize_pos_embed(state_dict[name], (side, side),
-                                            self.patch_resolution, self.interpolate_mode,
-                                            self.num_extra_tokens)
+        state_dict[name] = resize_pos_embed(state_dict[name], (side, side), self.patch_resolution,
+                                            self.interpolate_mode, self.num_extra_tokens)
 
     def _stem_parts(self) -> List[Union[nn.Module, nn.Parameter]]:
         return [self.patch_embed, self.drop_after_pos, self.cls_token, self.pos_embed]
@@ -181,17 +180,18 @@ class InfViT(BasePlainBackbone):
             # The attention's keys are all 1 + N tokens; the CLS token is never padding.
             key_padding_mask = F.pad(token_padding_mask, (self.num_extra_tokens, 0))
             extents = [tuple(e) for e in valid_extents(token_padding_mask, hw_shape).tolist()]
-            pos_embed = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution,
-                                                    extents, hw_shape, self.interpolate_mode,
+            pos_embed = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution, extents,
+                                                    hw_shape, self.interpolate_mode,
                                                     self.num_extra_tokens)
-        return TokenGrid(self.drop_after_pos(tokens + pos_embed), hw_shape,
-                         self.num_extra_tokens, token_padding_mask,
-                         dict(key_padding_mask=key_padding_mask))
+        return TokenGrid(
+            self.drop_after_pos(tokens + pos_embed), hw_shape, self.num_extra_tokens,
+            token_padding_mask, dict(key_padding_mask=key_padding_mask))
 
     def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
         return (grid.extras['key_padding_mask'], )
 
-    def forward_attention_maps(self, x: Tensor,
+    def forward_attention_maps(self,
+                               x: Tensor,
                                padding_mask: Optional[Tensor] = None) -> List[Optional[Tensor]]:
         """Attention weights of every layer, for visualisation and attention-quality metrics.
 

@@ -77,59 +77,75 @@ class VECA(BasePlainBackbone):
             ``pos_alpha`` (0.01) are set in the constructor and left alone by it.
     """
 
-    arch_zoo: Dict[str, Dict[str, int]] = {
-        **dict.fromkeys(['s', 'small'], dict(embed_dims=384, num_layers=12, num_heads=6,
-                                             feedforward_channels=1024)),
-        'splus': dict(embed_dims=384, num_layers=12, num_heads=6, feedforward_channels=1536),
-        **dict.fromkeys(['b', 'base'], dict(embed_dims=768, num_layers=12, num_heads=12,
-                                            feedforward_channels=2048)),
-        **dict.fromkeys(['l', 'large'], dict(embed_dims=1024, num_layers=24, num_heads=16,
-                                             feedforward_channels=2730)),
-        # Not a released model: small enough for CPU tests and demos.
-        'test': dict(embed_dims=64, num_layers=2, num_heads=2, feedforward_channels=128),
-    }
+    arch_zoo: Dict[str,
+                   Dict[str, int]] = {
+                       **dict.fromkeys(['s', 'small'],
+                                       dict(
+                                           embed_dims=384,
+                                           num_layers=12,
+                                           num_heads=6,
+                                           feedforward_channels=1024)),
+                       'splus':
+                       dict(embed_dims=384, num_layers=12, num_heads=6, feedforward_channels=1536),
+                       **dict.fromkeys(['b', 'base'],
+                                       dict(
+                                           embed_dims=768,
+                                           num_layers=12,
+                                           num_heads=12,
+                                           feedforward_channels=2048)),
+                       **dict.fromkeys(['l', 'large'],
+                                       dict(
+                                           embed_dims=1024,
+                                           num_layers=24,
+                                           num_heads=16,
+                                           feedforward_channels=2730)),
+                       # Not a released model: small enough for CPU tests and demos.
+                       'test':
+                       dict(embed_dims=64, num_layers=2, num_heads=2, feedforward_channels=128),
+                   }
     arch_keys = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
     out_types = ('featmap', 'cls_token')
     max_cores = 64  # the bank size M of every released family
     core_chunk_size = 8  # the budget granularity
 
-    def __init__(self,
-                 arch: Union[str, dict] = 'base',
-                 active_cores: int = 64,
-                 patch_size: int = 16,
-                 in_channels: int = 3,
-                 out_channels: Optional[int] = None,
-                 out_indices: Union[int, Sequence[int]] = -1,
-                 out_type: str = 'featmap',
-                 dropout: float = 0.,
-                 rope_shift_coords: Optional[float] = 0.08,
-                 rope_rescale_coords: Optional[float] = 2.0,
-                 frozen_stages: int = -1,
-                 with_cp: bool = False,
-                 init_cfg: Optional[Union[dict, List[dict]]] = dict(
-                     type='TruncNormal', layer=['Linear', 'Conv2d'], std=.02, bias=0.)
-                 ) -> None:
-        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp,
-                         init_cfg)
+    def __init__(
+        self,
+        arch: Union[str, dict] = 'base',
+        active_cores: int = 64,
+        patch_size: int = 16,
+        in_channels: int = 3,
+        out_channels: Optional[int] = None,
+        out_indices: Union[int, Sequence[int]] = -1,
+        out_type: str = 'featmap',
+        dropout: float = 0.,
+        rope_shift_coords: Optional[float] = 0.08,
+        rope_rescale_coords: Optional[float] = 2.0,
+        frozen_stages: int = -1,
+        with_cp: bool = False,
+        init_cfg: Optional[Union[dict, List[dict]]] = dict(
+            type='TruncNormal', layer=['Linear', 'Conv2d'], std=.02, bias=0.)
+    ) -> None:
+        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp, init_cfg)
         self.out_channels = out_channels or self.embed_dims
         self.active_cores = active_cores
 
         self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)
-        self.query_token_chunks, self.qcoord_chunks = build_core_bank(
-            self.max_cores, self.core_chunk_size, self.embed_dims)
+        self.query_token_chunks, self.qcoord_chunks = build_core_bank(self.max_cores,
+                                                                      self.core_chunk_size,
+                                                                      self.embed_dims)
         self.rope = Rope2D(
             self.embed_dims // self.arch_settings['num_heads'],
             shift_coords=rope_shift_coords,
             rescale_coords=rope_rescale_coords)
-        self.pos_linears, self.pos_alpha = build_coordinate_head(self.embed_dims,
-                                                                 self.num_layers)
+        self.pos_linears, self.pos_alpha = build_coordinate_head(self.embed_dims, self.num_layers)
         self.blocks = nn.ModuleList(
             VECABlock(self.embed_dims, self.arch_settings['num_heads'],
                       self.arch_settings['feedforward_channels'], dropout)
             for _ in range(self.num_layers))
         self._add_final_norm(nn.LayerNorm(self.embed_dims))
-        self.output_proj = (nn.Identity() if self.out_channels == self.embed_dims else
-                            nn.Linear(self.embed_dims, self.out_channels))
+        self.output_proj = (
+            nn.Identity() if self.out_channels == self.embed_dims else nn.Linear(
+                self.embed_dims, self.out_channels))
         self._freeze_stages()
 
     @property
@@ -155,8 +171,7 @@ class VECA(BasePlainBackbone):
             parts.append(self.pos_alpha)
         return parts
 
-    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor],
-               num_cores: int) -> TokenGrid:
+    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor], num_cores: int) -> TokenGrid:
         """``[cores; patches]``, and the patches' RoPE coordinates (augmented in training)."""
         B = x.shape[0]
         patches, hw_shape = self.patch_embed(x)
@@ -171,16 +186,15 @@ class VECA(BasePlainBackbone):
             num_cores=num_cores,
             patch_coords=self.rope.augment_patch_coords(coords),
             raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B))
-        return TokenGrid(torch.cat([cores, patches], dim=1), hw_shape, num_cores,
-                         token_padding_mask, extras)
+        return TokenGrid(
+            torch.cat([cores, patches], dim=1), hw_shape, num_cores, token_padding_mask, extras)
 
     def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
         """Move the cores (from block 1 on), then the RoPE angles of ``[cores; patches]``."""
         extras = grid.extras
         num_cores = extras['num_cores']
         if index > 0:
-            extras['raw_core_coords'] = move_cores(extras['raw_core_coords'],
-                                                   tokens[:, :num_cores],
+            extras['raw_core_coords'] = move_cores(extras['raw_core_coords'], tokens[:, :num_cores],
                                                    self.pos_linears[index - 1],
                                                    self.pos_alpha[index - 1])
         extras['core_coords'] = torch.tanh(extras['raw_core_coords'])

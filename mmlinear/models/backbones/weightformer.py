@@ -65,15 +65,16 @@ class WeightFormer(BasePlainBackbone):
     """
 
     arch_zoo: Dict[str, Dict[str, int]] = {
-        **dict.fromkeys(['t', 'tiny'],
-                        dict(embed_dims=192, num_layers=17, feedforward_channels=768)),
+        **dict.fromkeys(['t', 'tiny'], dict(
+                            embed_dims=192, num_layers=17, feedforward_channels=768)),
         **dict.fromkeys(['s', 'small'],
                         dict(embed_dims=384, num_layers=17, feedforward_channels=1536)),
         # B is the S architecture; only the resolution (448) of the released weights differs.
-        **dict.fromkeys(['b', 'base'],
-                        dict(embed_dims=384, num_layers=17, feedforward_channels=1536)),
+        **dict.fromkeys(['b', 'base'], dict(
+                            embed_dims=384, num_layers=17, feedforward_channels=1536)),
         # Not a released model: small enough for CPU tests and demos.
-        'test': dict(embed_dims=32, num_layers=2, feedforward_channels=64),
+        'test':
+        dict(embed_dims=32, num_layers=2, feedforward_channels=64),
     }
     arch_keys = ('embed_dims', 'num_layers', 'feedforward_channels')
     out_types = ('featmap', 'avg_featmap')
@@ -89,8 +90,7 @@ class WeightFormer(BasePlainBackbone):
                  frozen_stages: int = -1,
                  with_cp: bool = False,
                  init_cfg: Optional[Union[dict, List[dict]]] = TRUNC_NORMAL_INIT) -> None:
-        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp,
-                         init_cfg)
+        super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp, init_cfg)
         self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)
         self.init_norm = nn.LayerNorm(self.embed_dims, eps=1e-6)
         dpr = [drop_path_rate * i / max(self.num_layers - 1, 1) for i in range(self.num_layers)]

@@ -1,5 +1,5 @@
-from .core_bank import (active_prefix, build_core_bank, check_core_budget,
-                        farthest_point_sampling, fps_core_coords)
+from .core_bank import (active_prefix, build_core_bank, check_core_budget, farthest_point_sampling,
+                        fps_core_coords)
 from .core_coordinate_head import build_coordinate_head, move_cores
 from .core_periphery_attention import CorePeripheryAttention, core_attention_mask
 from .dynamic_dwconv import DynamicDWConv
@@ -17,8 +17,9 @@ from .weightformer_block import WeightFormerBlock
 
 __all__ = [
     'ATTN_TYPES', 'RHO_MODES', 'CorePeripheryAttention', 'DynamicDWConv', 'DynamicLinear',
-    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'PatchEmbed', 'ProjPatchEmbed',
-    'Rope2D', 'SwiGLU', 'VECABlock', 'WeightFormerBlock', 'active_prefix', 'apply_rope', 'build_coordinate_head',
-    'build_core_bank', 'check_core_budget', 'core_attention_mask', 'farthest_point_sampling',
-    'fps_core_coords', 'move_cores', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'PatchEmbed', 'ProjPatchEmbed', 'Rope2D',
+    'SwiGLU', 'VECABlock', 'WeightFormerBlock', 'active_prefix', 'apply_rope',
+    'build_coordinate_head', 'build_core_bank', 'check_core_budget', 'core_attention_mask',
+    'farthest_point_sampling', 'fps_core_coords', 'move_cores', 'patch_grid_coords',
+    'pool_tokens_2x2', 'rotate_pairs'
 ]

@@ -50,7 +50,10 @@ def fps_core_coords(num_cores: int, pool_size: int = 1000, coord_range: float = 
     return torch.atanh(picked.clamp(-0.999, 0.999))
 
 
-def build_core_bank(num_cores: int, chunk_size: int, embed_dims: int, fps_pool_size: int = 1000,
+def build_core_bank(num_cores: int,
+                    chunk_size: int,
+                    embed_dims: int,
+                    fps_pool_size: int = 1000,
                     fps_coord_range: float = 0.95) -> Tuple[nn.ParameterList, nn.ParameterList]:
     """Core embeddings and raw coordinates, stored in chunks (released key layout).
 
@@ -76,8 +79,8 @@ def build_core_bank(num_cores: int, chunk_size: int, embed_dims: int, fps_pool_s
     tokens = nn.ParameterList(
         nn.Parameter(torch.randn(1, chunk_size, embed_dims) / math.sqrt(embed_dims))
         for _ in range(num_chunks))
-    raw = fps_core_coords(num_cores, fps_pool_size, fps_coord_range).view(num_chunks, 1,
-                                                                         chunk_size, 2)
+    raw = fps_core_coords(num_cores, fps_pool_size,
+                          fps_coord_range).view(num_chunks, 1, chunk_size, 2)
     coords = nn.ParameterList(nn.Parameter(chunk.clone()) for chunk in raw)
     return tokens, coords
 

@@ -5,7 +5,8 @@ import torch
 from torch import Tensor, nn
 
 
-def build_coordinate_head(embed_dims: int, num_layers: int,
+def build_coordinate_head(embed_dims: int,
+                          num_layers: int,
                           alpha_init: float = 0.01) -> Tuple[nn.ModuleList, nn.Parameter]:
     """One ``Linear(C, 2)`` per layer after the first, and one gain per such layer.
 

@@ -46,8 +46,7 @@ class DynamicDWConv(nn.Module):
         self.w = nn.Parameter(torch.empty(embed_dims, 1, kernel_size, kernel_size))
         self.b = nn.Parameter(torch.empty(embed_dims))
         self.wfm = nn.Sequential(
-            nn.Conv2d(embed_dims, embed_dims, kernel_size=1),
-            nn.GELU(),
+            nn.Conv2d(embed_dims, embed_dims, kernel_size=1), nn.GELU(),
             nn.Conv2d(embed_dims, embed_dims, kernel_size=1, bias=False))
         self.reset_parameters()
 
@@ -65,9 +64,8 @@ class DynamicDWConv(nn.Module):
         if token_padding_mask is None:
             return F.adaptive_avg_pool2d(x_map, k)
         extents = valid_extents(token_padding_mask, tuple(x_map.shape[2:])).tolist()
-        return torch.stack([
-            F.adaptive_avg_pool2d(sample[:, :h, :w], k) for sample, (h, w) in zip(x_map, extents)
-        ])
+        return torch.stack(
+            [F.adaptive_avg_pool2d(sample[:, :h, :w], k) for sample, (h, w) in zip(x_map, extents)])
 
     def predict_delta(self,
                       x: Tensor,

@@ -150,4 +150,3 @@ class DynamicLinear(nn.Module):
     def extra_repr(self) -> str:
         return (f'in_features={self.in_features}, out_features={self.out_features}, '
                 f'rank_ratio={self.rank_ratio}')
-

@@ -33,11 +33,7 @@ class InfViTBlock(nn.Module):
         super().__init__()
         self.ln1 = nn.LayerNorm(embed_dims, eps=1e-6)
         self.attn = InfSAAttention(
-            embed_dims,
-            num_heads,
-            attn_drop=attn_drop_rate,
-            proj_drop=drop_rate,
-            **attn_kwargs)
+            embed_dims, num_heads, attn_drop=attn_drop_rate, proj_drop=drop_rate, **attn_kwargs)
         self.ln2 = nn.LayerNorm(embed_dims, eps=1e-6)
         self.ffn = Mlp(embed_dims, feedforward_channels, drop=drop_rate)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()

@@ -6,7 +6,8 @@ import torch
 from torch import Tensor, nn
 
 
-def patch_grid_coords(hw_shape: Tuple[int, int], valid_hw: Optional[Tensor] = None,
+def patch_grid_coords(hw_shape: Tuple[int, int],
+                      valid_hw: Optional[Tensor] = None,
                       device: Optional[torch.device] = None) -> Tensor:
     """(x, y) coordinates of the patch centres of a row-major grid, each axis in [-1, 1].
 
@@ -143,5 +144,6 @@ class Rope2D(nn.Module):
         ang_x = (2.0 * math.pi) * coords[..., 0:1] / periods
         ang_y = (2.0 * math.pi) * coords[..., 1:2] / periods
         angles = torch.cat([ang_x.repeat_interleave(2, dim=-1),
-                            ang_y.repeat_interleave(2, dim=-1)], dim=-1)
+                            ang_y.repeat_interleave(2, dim=-1)],
+                           dim=-1)
         return angles.cos(), angles.sin()

@@ -8,7 +8,8 @@ from .swiglu import SwiGLU
 
 
 class VECABlock(nn.Module):
-    """``x + attn(norm_attn(x))`` then ``x + fc2(SwiGLU(fc1(norm_ffn(x))))`` (the official VECA block; paper Fig. 2).
+    """``x + attn(norm_attn(x))`` then ``x + fc2(SwiGLU(fc1(norm_ffn(x))))``, the official VECA
+    block (paper Fig. 2).
 
     No layer scale, drop path or QK-norm; every Linear has a bias. Parameter names are those
     of the released checkpoints (``norm_attn``, ``attn.{q,k,v,out}_proj``, ``norm_ffn``,
@@ -22,7 +23,10 @@ class VECABlock(nn.Module):
             Defaults to 0.
     """
 
-    def __init__(self, embed_dims: int, num_heads: int, feedforward_channels: int,
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 feedforward_channels: int,
                  dropout: float = 0.) -> None:
         super().__init__()
         self.norm_attn = nn.LayerNorm(embed_dims)
@@ -53,8 +57,7 @@ class VECABlock(nn.Module):
             Tensor | tuple[Tensor, Tensor]: (B, K + N, C), and with ``need_weights`` the
             (B, num_heads, K, K + N) core attention rows.
         """
-        attn = self.attn(self.norm_attn(x), num_cores, cos, sin, token_padding_mask,
-                         need_weights)
+        attn = self.attn(self.norm_attn(x), num_cores, cos, sin, token_padding_mask, need_weights)
         attn, weights = attn if need_weights else (attn, None)
         x = x + attn
         x = x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))

@@ -15,7 +15,8 @@ def check_choice(name: str, value: object, allowed: Iterable) -> None:
         raise ValueError(f'unknown {name} {value!r}; allowed: {", ".join(map(repr, allowed))}')
 
 
-def normalize_indices(name: str, indices: Union[int, Sequence[int]], length: int) -> Tuple[int, ...]:
+def normalize_indices(name: str, indices: Union[int, Sequence[int]],
+                      length: int) -> Tuple[int, ...]:
     """Turn (possibly negative) layer indices into sorted non-negative ones.
 
     Backbones return their outputs in layer order, so the result is sorted; a layer named
@@ -36,8 +37,7 @@ def normalize_indices(name: str, indices: Union[int, Sequence[int]], length: int
         indices = (indices, )
     result = []
     for index in indices:
-        if (isinstance(index, bool) or not isinstance(index, int)
-                or not -length <= index < length):
+        if (isinstance(index, bool) or not isinstance(index, int) or not -length <= index < length):
             raise ValueError(f'{name} must hold integers in [{-length}, {length - 1}] '
                              f'(the model has {length} layers), got {tuple(indices)}')
         if index % length in result:

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def pixel_padding_mask(img_shapes: Sequence[Tuple[int, int]], batch_shape: Tuple[int, int],
+def pixel_padding_mask(img_shapes: Sequence[Tuple[int, int]],
+                       batch_shape: Tuple[int, int],
                        device: Optional[torch.device] = None) -> Tensor:
     """Build a (B, H, W) mask, True on the padded pixels of each image.
 

@@ -12,15 +12,15 @@ def reference_terms(g_s, z_s, t_cls, t_z, eps=1e-6):
     def cos(a, b):
         return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1)).clamp_min(eps)
 
-    return ((1 - cos(g_s, t_cls)).mean(), (1 - cos(z_s, t_z)).mean(),
-            ((z_s - t_z) ** 2).mean())
+    return ((1 - cos(g_s, t_cls)).mean(), (1 - cos(z_s, t_z)).mean(), ((z_s - t_z)**2).mean())
 
 
 def random_features(seed=0, batch=3, patches=5, dims=8):
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(*shape, generator=gen) * 2
-            for shape in ((batch, dims), (batch, patches, dims), (batch, dims),
-                          (batch, patches, dims))]
+    return [
+        torch.randn(*shape, generator=gen) * 2
+        for shape in ((batch, dims), (batch, patches, dims), (batch, dims), (batch, patches, dims))
+    ]
 
 
 def test_terms_match_the_reference_formula():
@@ -48,7 +48,7 @@ def test_identical_features_give_zero_and_scale_only_the_mse():
     assert all(abs(v.item()) < 1e-6 for v in same.values())
     scaled = VECADistillLoss()(g, z, 2 * g, 2 * z)  # cosine ignores scale, MSE does not
     assert abs(scaled['loss_global'].item()) < 1e-6
-    assert scaled['loss_patch_mse'].item() == pytest.approx((z ** 2).mean().item(), rel=1e-5)
+    assert scaled['loss_patch_mse'].item() == pytest.approx((z**2).mean().item(), rel=1e-5)
 
 
 def test_computed_in_float32_under_bfloat16_autocast():

@@ -24,8 +24,11 @@ def vit_teacher(**kwargs):
 def build(teacher=None, student=STUDENT, **kwargs):
     init_default_scope('mmpretrain')  # as the runner does: nested builds must still resolve
     model = MODELS.build(
-        dict(type='mmlinear.VECADistiller', student=dict(student),
-             teacher=teacher or vit_teacher(), **kwargs))
+        dict(
+            type='mmlinear.VECADistiller',
+            student=dict(student),
+            teacher=teacher or vit_teacher(),
+            **kwargs))
     model.init_weights()
     return model
 
@@ -51,8 +54,9 @@ def test_student_projects_to_the_teacher_width():
     tokens = model(images(), mode='tensor')
     assert tokens['global'].shape == (2, 48) and tokens['patches'].shape == (2, 16, 48)
     assert tuple(tokens['hw_shape']) == (4, 4)
-    same_width = build(teacher=vit_teacher(arch=dict(
-        embed_dims=64, num_layers=1, num_heads=2, feedforward_channels=64)))
+    same_width = build(
+        teacher=vit_teacher(
+            arch=dict(embed_dims=64, num_layers=1, num_heads=2, feedforward_channels=64)))
     assert isinstance(same_width.student.output_proj, torch.nn.Identity)
 
 
@@ -162,10 +166,9 @@ def logged_lines(action):
 
 def test_patch_embed_is_copied_from_the_teacher_when_the_shapes_match():
     # A 64-wide teacher with 16-px patches: its patch projection has the student's shape.
-    teacher = vit_teacher(arch=dict(embed_dims=64, num_layers=1, num_heads=2,
-                                    feedforward_channels=64))
-    model, lines = logged_lines(
-        lambda: build(teacher=teacher, init_patch_embed_from_teacher=True))
+    teacher = vit_teacher(
+        arch=dict(embed_dims=64, num_layers=1, num_heads=2, feedforward_channels=64))
+    model, lines = logged_lines(lambda: build(teacher=teacher, init_patch_embed_from_teacher=True))
     source = model.teacher.patch_embed.projection
     target = model.student.patch_embed.proj
     assert torch.equal(target.weight, source.weight)
@@ -173,8 +176,10 @@ def test_patch_embed_is_copied_from_the_teacher_when_the_shapes_match():
     # A copy, not a shared tensor: the student trains, the teacher stays frozen.
     assert target.weight.data_ptr() != source.weight.data_ptr() and target.weight.requires_grad
     copied = [line for line in lines if 'init_patch_embed_from_teacher: copied' in line]
-    assert copied == ['init_patch_embed_from_teacher: copied teacher.patch_embed.projection '
-                      '(weight (64, 3, 16, 16)) into student.patch_embed.proj']
+    assert copied == [
+        'init_patch_embed_from_teacher: copied teacher.patch_embed.projection '
+        '(weight (64, 3, 16, 16)) into student.patch_embed.proj'
+    ]
     # Off (the default): the student keeps its own random initialisation.
     plain = build(teacher=teacher)
     assert not torch.equal(plain.student.patch_embed.proj.weight,
@@ -196,8 +201,8 @@ def test_patch_embed_copy_is_skipped_and_logged_when_the_widths_differ():
 
 
 def test_patch_embed_copy_of_a_bias_free_teacher_zeroes_the_bias():
-    teacher = vit_teacher(arch=dict(embed_dims=64, num_layers=1, num_heads=2,
-                                    feedforward_channels=64))
+    teacher = vit_teacher(
+        arch=dict(embed_dims=64, num_layers=1, num_heads=2, feedforward_channels=64))
     model = build(teacher=teacher)
     projection = model.teacher.patch_embed.projection
     bias_free = torch.nn.Conv2d(3, 64, 16, 16, bias=False)
@@ -211,7 +216,9 @@ def test_patch_embed_copy_of_a_bias_free_teacher_zeroes_the_bias():
 
 def test_patch_embed_copy_needs_a_teacher_patch_projection():
     with pytest.raises(ValueError, match='no Conv2d patch projection'):
-        build(teacher=dict(type='mmpretrain.ResNet', depth=18), teacher_dims=512,
-              init_patch_embed_from_teacher=True)
+        build(
+            teacher=dict(type='mmpretrain.ResNet', depth=18),
+            teacher_dims=512,
+            init_patch_embed_from_teacher=True)
     with pytest.raises(TypeError, match='must be True or False'):
         build(init_patch_embed_from_teacher='yes')

@@ -148,8 +148,7 @@ def test_builds_under_each_default_scope(scope):
     """Configs reference the backbone as mmlinear.InfViT; the runner's scope is the toolbox."""
     from mmengine.registry import MODELS
     init_default_scope(scope)
-    backbone = MODELS.build(
-        dict(type='mmlinear.InfViT', arch='test', out_type='featmap'))
+    backbone = MODELS.build(dict(type='mmlinear.InfViT', arch='test', out_type='featmap'))
     neck = MODELS.build(dict(type='mmlinear.SimpleFeaturePyramid', in_channels=32))
     assert isinstance(backbone, InfViT)
     outs = neck(backbone(torch.randn(1, 3, 64, 64)))

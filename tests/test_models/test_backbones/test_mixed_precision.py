@@ -17,15 +17,17 @@ BACKBONES = {
     'infvit-linear': lambda: InfViT(arch='test', attn_type='linear', out_type='featmap'),
     'infvit-pure': lambda: InfViT(arch='test', attn_type='pure', out_type='featmap'),
     'infvit-softmax': lambda: InfViT(arch='test', attn_type='softmax', out_type='featmap'),
-    'weightformer': lambda: WeightFormer(
-        arch='test', out_type='featmap'),
+    'weightformer': lambda: WeightFormer(arch='test', out_type='featmap'),
     'veca': lambda: VECA(arch='test', out_type='featmap'),
 }
 
 
 @pytest.mark.parametrize('device,dtype', [
-    pytest.param(device, dtype, id=f'{device}-{str(dtype)[6:]}',
-                 marks=[pytest.mark.slow] if (device, dtype) == ('cpu', torch.float16) else [])
+    pytest.param(
+        device,
+        dtype,
+        id=f'{device}-{str(dtype)[6:]}',
+        marks=[pytest.mark.slow] if (device, dtype) == ('cpu', torch.float16) else [])
     for device, dtype in CASES
 ])
 @pytest.mark.parametrize('name', sorted(BACKBONES))

@@ -30,6 +30,7 @@ def images(*size, batch=2, seed=1):
 
 # --- presets, keys, parameter counts ---------------------------------------------------------
 
+
 @pytest.mark.parametrize('arch,count', [('small', 21_628_961), ('splus', 28_719_137),
                                         ('base', 85_725_089), ('large', 303_195_301)])
 def test_parameter_counts(arch, count):
@@ -50,14 +51,21 @@ def test_released_key_layout_of_base():
         keys = set(VECA(arch='base', init_cfg=None).state_dict())
     assert len(keys) == 235
     top = {k for k in keys if not k.startswith('blocks.')}
-    assert top == ({'patch_embed.proj.weight', 'patch_embed.proj.bias', 'pos_alpha',
-                    'final_norm.weight', 'final_norm.bias'}
-                   | {f'query_token_chunks.{i}' for i in range(8)}
-                   | {f'qcoord_chunks.{i}' for i in range(8)}
-                   | {f'pos_linears.{i}.{p}' for i in range(11) for p in ('weight', 'bias')})
+    assert top == ({
+        'patch_embed.proj.weight', 'patch_embed.proj.bias', 'pos_alpha', 'final_norm.weight',
+        'final_norm.bias'
+    }
+                   | {f'query_token_chunks.{i}'
+                      for i in range(8)}
+                   | {f'qcoord_chunks.{i}'
+                      for i in range(8)}
+                   | {f'pos_linears.{i}.{p}'
+                      for i in range(11)
+                      for p in ('weight', 'bias')})
 
 
 # --- information flow --------------------------------------------------------------------
+
 
 def perturb_patch0(x):
     x2 = x.clone()
@@ -84,6 +92,7 @@ def test_depth2_patches_interact_through_the_cores():
 
 
 # --- elastic budget ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize('budget', BUDGETS)
 def test_prefix_elasticity_gradients(budget):
@@ -151,6 +160,7 @@ def test_active_cores_attribute_is_the_default_budget():
 
 # --- cost -----------------------------------------------------------------------------------
 
+
 def count_flops(model, size):
     x = torch.empty(1, 3, size, size, device='meta')
     with FlopCounterMode(display=False) as counter:
@@ -159,9 +169,10 @@ def count_flops(model, size):
 
 
 def test_linear_cost_base():
-    """Exact FLOPs of VECA-B at C = 64 (meta tensors, nothing allocated). Projections, MLPs,
-    coordinate heads and the patch conv reproduce the totals measured on the official
-    model code with the same counter (without the SDPA FLOPs); attention scores add 4 D (C^2 + 2 N C) per layer."""
+    """Exact FLOPs of VECA-B at K = 64 cores (meta tensors, nothing allocated). Projections,
+    MLPs, coordinate heads and the patch conv reproduce the totals measured on the official
+    model code with the same counter (without the SDPA FLOPs); attention scores add
+    4 C (K^2 + 2 N K) per layer."""
     with torch.device('meta'):
         model = VECA(arch='base', init_cfg=None)
     model = model.to('meta').eval()
@@ -175,8 +186,7 @@ def test_linear_cost_base():
         linear = L * (8 * T * D * D + 6 * T * D * h) + (L - 1) * 4 * Cc * D
         assert counts['aten.addmm'] == linear
         assert counts['aten.convolution'] == 2 * N * 3 * 16 * 16 * D
-        attention = sum(v for k, v in counts.items() if k not in ('aten.addmm',
-                                                                  'aten.convolution'))
+        attention = sum(v for k, v in counts.items() if k not in ('aten.addmm', 'aten.convolution'))
         assert attention == L * 4 * D * (Cc * (Cc + N) + N * Cc)
         assert round((counts['aten.addmm'] + counts['aten.convolution']) / 1e9, 2) == total
         dense_flops[N] = sum(counts.values())
@@ -187,6 +197,7 @@ def test_linear_cost_base():
 
 
 # --- coordinates ------------------------------------------------------------------------------
+
 
 def test_core_coordinates():
     model = tiny(num_layers=3)
@@ -267,6 +278,7 @@ def test_sizes_not_multiple_of_16_are_padded_to_whole_patches(size):
 
 # --- OpenMMLab options ---------------------------------------------------------------------
 
+
 def test_featmap_and_cls_token_outputs():
     model = tiny(out_indices=(0, -1), out_type='featmap', out_channels=40)
     x = images(48, 80)
@@ -274,8 +286,7 @@ def test_featmap_and_cls_token_outputs():
         first, last = model(x)
         tokens = model.forward_tokens(x)
     assert first.shape == (2, 64, 3, 5) and last.shape == (2, 40, 3, 5)
-    torch.testing.assert_close(last.flatten(2).transpose(1, 2), tokens['patches'], atol=0,
-                               rtol=0)
+    torch.testing.assert_close(last.flatten(2).transpose(1, 2), tokens['patches'], atol=0, rtol=0)
     model.out_type = 'cls_token'
     with torch.no_grad():
         g_first, g_last = model(x)
@@ -293,16 +304,17 @@ def test_only_the_last_output_is_normalised():
 
 def test_registry_build_and_errors():
     init_default_scope('mmpretrain')
-    model = MODELS.build(dict(type='mmlinear.VECA', arch='test', out_type='cls_token',
-                              active_cores=32))
+    model = MODELS.build(
+        dict(type='mmlinear.VECA', arch='test', out_type='cls_token', active_cores=32))
     assert isinstance(model, VECA) and model.active_cores == 32
     assert model(images(32, 32))[0].shape == (2, 64)
     with pytest.raises(ValueError, match="allowed: 's', 'small'"):
         VECA(arch='huge')
     with pytest.raises(ValueError, match='keys'):
         VECA(arch=dict(embed_dims=64))
-    with pytest.raises(ValueError, match="out_type 'avg_featmap'; allowed: 'featmap', "
-                                         "'cls_token'"):
+    with pytest.raises(
+            ValueError, match="out_type 'avg_featmap'; allowed: 'featmap', "
+            "'cls_token'"):
         VECA(arch='test', out_type='avg_featmap')
     with pytest.raises(ValueError, match=r'out_indices must hold integers in \[-2, 1\]'):
         VECA(arch='test', out_indices=(2, ))
@@ -319,8 +331,9 @@ def trainable(model):
 def test_frozen_stages():
     model = tiny(num_layers=3, frozen_stages=1).train()
     names = trainable(model)
-    assert not any(n.startswith(('patch_embed.', 'query_token_chunks.', 'qcoord_chunks.',
-                                 'blocks.0.')) for n in names)
+    assert not any(
+        n.startswith(('patch_embed.', 'query_token_chunks.', 'qcoord_chunks.', 'blocks.0.'))
+        for n in names)
     assert {'pos_linears.0.weight', 'pos_alpha', 'blocks.1.fc1.weight'} <= names
     assert not model.blocks[0].training and model.blocks[1].training
 
@@ -350,6 +363,7 @@ def test_with_cp_gives_the_same_outputs_and_gradients():
 
 # --- padded batches ------------------------------------------------------------------------
 
+
 def pad_batch(imgs, size):
     """Zero-pad each (3, h, w) image to ``size`` at the bottom / right, and its mask."""
     batch = torch.zeros(len(imgs), 3, *size)
@@ -377,10 +391,13 @@ def test_padding_mask_makes_features_independent_of_the_padding():
             feats = model(batch, padding_mask=mask)
             for level in range(2):
                 for i in range(2):
-                    torch.testing.assert_close(feats[level][i, :, :h, :w], alone[i][level][0],
-                                               atol=1e-5, rtol=0)
-            torch.testing.assert_close(model.forward_tokens(batch, padding_mask=mask)['global'],
-                                       alone_global, atol=1e-5, rtol=0)
+                    torch.testing.assert_close(
+                        feats[level][i, :, :h, :w], alone[i][level][0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                model.forward_tokens(batch, padding_mask=mask)['global'],
+                alone_global,
+                atol=1e-5,
+                rtol=0)
         unmasked = model(batch)
     # Without the mask the padding does change the features.
     assert (unmasked[1][1, :, :h, :w] - alone[1][1][0]).abs().max() > 1e-3

@@ -6,8 +6,7 @@ from mmengine.registry import init_default_scope
 from torch.utils.flop_counter import FlopCounterMode
 
 from mmlinear.models import WeightFormer
-from mmlinear.models.layers import WeightFormerBlock
-from mmlinear.models.layers import DynamicDWConv, DynamicLinear
+from mmlinear.models.layers import DynamicDWConv, DynamicLinear, WeightFormerBlock
 
 DYNAMIC = [1, 4, 7, 10, 13, 16]
 
@@ -57,9 +56,11 @@ def test_dynamic_blocks_are_every_third_from_the_second():
     assert [i for i, block in enumerate(model.blocks) if block.dynamic] == DYNAMIC
     for i, block in enumerate(model.blocks):
         names = {name for name, _ in block.named_parameters()}
-        dynamic_only = {'norm1.weight', 'norm1.bias', 'linear1.w', 'linear1.b', 'linear1.w1',
-                        'linear1.w2', 'linear1.wfm.weight', 'linear1.wfm.bias', 'dwc.w', 'dwc.b',
-                        'dwc.wfm.0.weight', 'dwc.wfm.0.bias', 'dwc.wfm.2.weight'}
+        dynamic_only = {
+            'norm1.weight', 'norm1.bias', 'linear1.w', 'linear1.b', 'linear1.w1', 'linear1.w2',
+            'linear1.wfm.weight', 'linear1.wfm.bias', 'dwc.w', 'dwc.b', 'dwc.wfm.0.weight',
+            'dwc.wfm.0.bias', 'dwc.wfm.2.weight'
+        }
         static_only = {'linear1.weight', 'linear1.bias', 'dwc.weight', 'dwc.bias'}
         assert names >= (dynamic_only if i in DYNAMIC else static_only)
         assert not names & (static_only if i in DYNAMIC else dynamic_only)
@@ -73,27 +74,46 @@ def test_dynamic_blocks_are_every_third_from_the_second():
 def released_layout(C=192, depth=17):
     """The state-dict keys and shapes of the released checkpoints."""
     keys = {
-        'patch_embed.proj.weight': (C, 3, 16, 16), 'patch_embed.proj.bias': (C, ),
-        'init_norm.weight': (C, ), 'init_norm.bias': (C, ), 'norm.weight': (C, ),
-        'norm.bias': (C, ), 'head.weight': (1000, C), 'head.bias': (1000, )
+        'patch_embed.proj.weight': (C, 3, 16, 16),
+        'patch_embed.proj.bias': (C, ),
+        'init_norm.weight': (C, ),
+        'init_norm.bias': (C, ),
+        'norm.weight': (C, ),
+        'norm.bias': (C, ),
+        'head.weight': (1000, C),
+        'head.bias': (1000, )
     }
     for i in range(depth):
         p = f'blocks.{i}.'
-        keys.update({p + 'norm2.weight': (C, ), p + 'norm2.bias': (C, ),
-                     p + 'linear2.weight': (C, 4 * C), p + 'linear2.bias': (C, )})
+        keys.update({
+            p + 'norm2.weight': (C, ),
+            p + 'norm2.bias': (C, ),
+            p + 'linear2.weight': (C, 4 * C),
+            p + 'linear2.bias': (C, )
+        })
         if i % 3 == 1:
             keys.update({
-                p + 'norm1.weight': (C, ), p + 'norm1.bias': (C, ),
-                p + 'linear1.w': (C, 4 * C), p + 'linear1.b': (4 * C, ),
-                p + 'linear1.w1': (C // 4, C), p + 'linear1.w2': (C, 4 * C),
-                p + 'linear1.wfm.weight': (C // 4 + C, C), p + 'linear1.wfm.bias': (C // 4 + C, ),
-                p + 'dwc.w': (C, 1, 3, 3), p + 'dwc.b': (C, ),
-                p + 'dwc.wfm.0.weight': (C, C, 1, 1), p + 'dwc.wfm.0.bias': (C, ),
+                p + 'norm1.weight': (C, ),
+                p + 'norm1.bias': (C, ),
+                p + 'linear1.w': (C, 4 * C),
+                p + 'linear1.b': (4 * C, ),
+                p + 'linear1.w1': (C // 4, C),
+                p + 'linear1.w2': (C, 4 * C),
+                p + 'linear1.wfm.weight': (C // 4 + C, C),
+                p + 'linear1.wfm.bias': (C // 4 + C, ),
+                p + 'dwc.w': (C, 1, 3, 3),
+                p + 'dwc.b': (C, ),
+                p + 'dwc.wfm.0.weight': (C, C, 1, 1),
+                p + 'dwc.wfm.0.bias': (C, ),
                 p + 'dwc.wfm.2.weight': (C, C, 1, 1)
             })
         else:
-            keys.update({p + 'linear1.weight': (4 * C, C), p + 'linear1.bias': (4 * C, ),
-                         p + 'dwc.weight': (C, 1, 3, 3), p + 'dwc.bias': (C, )})
+            keys.update({
+                p + 'linear1.weight': (4 * C, C),
+                p + 'linear1.bias': (4 * C, ),
+                p + 'dwc.weight': (C, 1, 3, 3),
+                p + 'dwc.bias': (C, )
+            })
     return keys
 
 
@@ -106,9 +126,8 @@ def test_state_dict_follows_the_released_checkpoint_layout():
     torch.manual_seed(3)
     released = {k: torch.randn(shape) for k, shape in layout.items()}
     result = model.load_state_dict(released, strict=False)
-    assert result.missing_keys == [] and sorted(result.unexpected_keys) == [
-        'head.bias', 'head.weight'
-    ]
+    assert result.missing_keys == [] and sorted(
+        result.unexpected_keys) == ['head.bias', 'head.weight']
     assert torch.equal(model.patch_embed.projection.weight, released['patch_embed.proj.weight'])
     assert torch.equal(model.blocks[1].linear1.w, released['blocks.1.linear1.w'])
 
@@ -177,8 +196,7 @@ def test_out_types_and_the_final_norm():
     torch.testing.assert_close(avg_first, first.mean((2, 3)))
     # The last output is taken after the final LayerNorm (weight 1, bias 0 at init).
     torch.testing.assert_close(last.mean(1), torch.zeros(2, 3, 5), atol=1e-5, rtol=0)
-    torch.testing.assert_close(last.var(1, unbiased=False), torch.ones(2, 3, 5), atol=1e-3,
-                               rtol=0)
+    torch.testing.assert_close(last.var(1, unbiased=False), torch.ones(2, 3, 5), atol=1e-3, rtol=0)
     # Block 1 is dynamic: its stream passed through norm1, but its output is not normalised.
     assert first.mean(1).abs().max() > 1e-3
     assert tiny().out_type == 'avg_featmap' and tiny().out_indices == (16, )
@@ -194,8 +212,7 @@ def test_stem_ends_with_a_layer_norm():
     tokens = captured['x']
     assert tokens.shape == (2, 12, 192)
     torch.testing.assert_close(tokens.mean(-1), torch.zeros(2, 12), atol=1e-5, rtol=0)
-    torch.testing.assert_close(tokens.var(-1, unbiased=False), torch.ones(2, 12), atol=1e-3,
-                               rtol=0)
+    torch.testing.assert_close(tokens.var(-1, unbiased=False), torch.ones(2, 12), atol=1e-3, rtol=0)
     # The patch embedding alone is not normalised.
     assert model.patch_embed(x)[0].var(-1).mean() < 0.5
 
@@ -205,8 +222,9 @@ def test_options_errors_name_the_allowed_values():
         WeightFormer(arch='huge')
     with pytest.raises(ValueError, match='keys'):
         WeightFormer(arch=dict(embed_dims=16))
-    with pytest.raises(ValueError, match="out_type 'cls_token'; allowed: 'featmap', "
-                       "'avg_featmap'"):
+    with pytest.raises(
+            ValueError, match="out_type 'cls_token'; allowed: 'featmap', "
+            "'avg_featmap'"):
         WeightFormer(out_type='cls_token')
     with pytest.raises(ValueError, match=r'out_indices must hold integers in \[-17, 16\]'):
         WeightFormer(out_indices=(17, ))
@@ -284,8 +302,8 @@ def test_drop_path_acts_on_the_mlp_branch_only(dynamic):
     if dynamic:
         mixed = stream + module.dwc(stream, (3, 4))
     else:
-        mixed = stream + module.dwc(stream.transpose(1, 2).reshape(32, 32, 3, 4)).flatten(
-            2).transpose(1, 2)
+        mixed = stream + module.dwc(stream.transpose(1, 2).reshape(32, 32, 3,
+                                                                   4)).flatten(2).transpose(1, 2)
     out = module(x, (3, 4))
     dropped = (out - mixed).abs().amax((1, 2)) == 0
     # Some samples lose the MLP branch, some keep it; the token mixer is never dropped.
@@ -298,8 +316,8 @@ def test_drop_path_rates_rise_linearly():
     model = WeightFormer(arch='t', drop_path_rate=0.2)
     rates = [getattr(b.drop_path, 'drop_prob', 0.) for b in model.blocks]
     assert rates[0] == 0 and isinstance(model.blocks[0].drop_path, torch.nn.Identity)
-    torch.testing.assert_close(torch.tensor(rates, dtype=torch.float64),
-                               torch.linspace(0, 0.2, 17, dtype=torch.float64))
+    torch.testing.assert_close(
+        torch.tensor(rates, dtype=torch.float64), torch.linspace(0, 0.2, 17, dtype=torch.float64))
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,10 +4,9 @@ import os.path as osp
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
-
-from conftest import REPO_ROOT
 
 DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
 CASES = {
@@ -29,8 +28,8 @@ def data_sample(task, shape):
         from mmdet.structures import DetDataSample
         sample = DetDataSample()
     else:
-        from mmseg.structures import SegDataSample
         from mmengine.structures import PixelData
+        from mmseg.structures import SegDataSample
         sample = SegDataSample()
         sample.gt_sem_seg = PixelData(data=torch.zeros(1, *shape, dtype=torch.long))
     sample.set_metainfo(dict(img_shape=shape, ori_shape=shape))
@@ -51,7 +50,8 @@ def test_padding_mask_reaches_the_backbone(task):
     small, large = (64, 96), (100, 120)
     pair = images(small, large)
     data = model.data_preprocessor(
-        dict(inputs=pair, data_samples=[data_sample(task, small), data_sample(task, large)]),
+        dict(inputs=pair, data_samples=[data_sample(task, small),
+                                        data_sample(task, large)]),
         training=(task == 'seg'))  # mmseg pads to the crop size only when training
     inputs = data['inputs']
     H, W = inputs.shape[-2:]

@@ -65,8 +65,12 @@ def test_dynamic_linear_parameters_follow_the_checkpoint_layout():
     layer = DynamicLinear(192, 768)
     shapes = {k: tuple(v.shape) for k, v in layer.state_dict().items()}
     assert shapes == {
-        'w': (192, 768), 'b': (768, ), 'w1': (48, 192), 'w2': (192, 768),
-        'wfm.weight': (48 + 192, 192), 'wfm.bias': (48 + 192, )
+        'w': (192, 768),
+        'b': (768, ),
+        'w1': (48, 192),
+        'w2': (192, 768),
+        'wfm.weight': (48 + 192, 192),
+        'wfm.bias': (48 + 192, )
     }
     assert sum(p.numel() for p in layer.parameters()) == 351_216
     assert DynamicLinear(8).w.shape == (8, 8)
@@ -144,8 +148,10 @@ def test_dynamic_linear_resolution_invariance_for_constant_inputs():
     layer = dyn_linear(scale=0.5)
     torch.manual_seed(2)
     vector = torch.randn(1, 1, 16, dtype=f64)
-    deltas = [layer.predict_delta(vector.expand(1, h * w, 16), (h, w))
-              for h, w in [(14, 14), (28, 28), (6, 10)]]
+    deltas = [
+        layer.predict_delta(vector.expand(1, h * w, 16), (h, w))
+        for h, w in [(14, 14), (28, 28), (6, 10)]
+    ]
     assert deltas[0].abs().max() > 0.05
     for delta in deltas[1:]:
         torch.testing.assert_close(delta, deltas[0])
@@ -199,11 +205,10 @@ def test_dynamic_linear_padding_mask_reproduces_the_unpadded_weight():
     mask = torch.ones(1, 6, 8, dtype=torch.bool)
     mask[:, :3, :5] = False
     padded, mask = padded.reshape(1, 48, 16), mask.reshape(1, 48)
-    torch.testing.assert_close(layer.predict_delta(padded, (6, 8), mask),
-                               layer.predict_delta(x, (3, 5)))
+    torch.testing.assert_close(
+        layer.predict_delta(padded, (6, 8), mask), layer.predict_delta(x, (3, 5)))
     # Without the mask the padding leaks into dW (the reference behaviour).
-    assert (layer.predict_delta(padded, (6, 8)) -
-            layer.predict_delta(x, (3, 5))).abs().max() > 1e-3
+    assert (layer.predict_delta(padded, (6, 8)) - layer.predict_delta(x, (3, 5))).abs().max() > 1e-3
 
 
 def test_dynamic_linear_errors():
@@ -225,8 +230,11 @@ def test_dynamic_dwconv_parameters_follow_the_checkpoint_layout():
     layer = DynamicDWConv(192)
     shapes = {k: tuple(v.shape) for k, v in layer.state_dict().items()}
     assert shapes == {
-        'w': (192, 1, 3, 3), 'b': (192, ), 'wfm.0.weight': (192, 192, 1, 1),
-        'wfm.0.bias': (192, ), 'wfm.2.weight': (192, 192, 1, 1)
+        'w': (192, 1, 3, 3),
+        'b': (192, ),
+        'wfm.0.weight': (192, 192, 1, 1),
+        'wfm.0.bias': (192, ),
+        'wfm.2.weight': (192, 192, 1, 1)
     }
     assert sum(p.numel() for p in layer.parameters()) == 75_840
 
@@ -245,8 +253,9 @@ def test_dynamic_dwconv_matches_the_reference_formula(hw):
     torch.testing.assert_close(delta, expected_delta)
     assert delta.abs().max() > 0.05
     expected = torch.cat([
-        F.conv2d(x_map[i:i + 1], layer.w + expected_delta[i, :, None], layer.b, padding=1,
-                 groups=8) for i in range(2)
+        F.conv2d(
+            x_map[i:i + 1], layer.w + expected_delta[i, :, None], layer.b, padding=1, groups=8)
+        for i in range(2)
     ])
     out = layer(x, hw)
     assert out.shape == x.shape

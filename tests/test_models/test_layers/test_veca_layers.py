@@ -9,10 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope2D, SwiGLU,
-                                    VECABlock, apply_rope, build_coordinate_head,
-                                    build_core_bank, check_core_budget,
-                                    farthest_point_sampling, fps_core_coords, move_cores,
-                                    patch_grid_coords)
+                                    VECABlock, apply_rope, build_coordinate_head, build_core_bank,
+                                    check_core_budget, farthest_point_sampling, fps_core_coords,
+                                    move_cores, patch_grid_coords)
 from mmlinear.models.layers.core_periphery_attention import core_attention_mask
 
 C, N, D, HEADS = 8, 12, 64, 2  # head width 32: 8 frequencies, 1 zeroed
@@ -45,6 +44,7 @@ def run_block(block, x, coords, rope=None):
 
 
 # --- 2D RoPE --------------------------------------------------------------------------------
+
 
 def test_rope_periods_base_100_with_the_two_lowest_frequencies_zeroed():
     rope = Rope2D(64)
@@ -102,8 +102,8 @@ def test_rope_rejects_bad_options():
 
 def test_patch_grid_coords_of_a_2x3_grid():
     grid = patch_grid_coords((2, 3))
-    expected = torch.tensor([[-2 / 3, -1 / 2], [0, -1 / 2], [2 / 3, -1 / 2],
-                             [-2 / 3, 1 / 2], [0, 1 / 2], [2 / 3, 1 / 2]])
+    expected = torch.tensor([[-2 / 3, -1 / 2], [0, -1 / 2], [2 / 3, -1 / 2], [-2 / 3, 1 / 2],
+                             [0, 1 / 2], [2 / 3, 1 / 2]])
     torch.testing.assert_close(grid, expected[None], atol=1e-7, rtol=0)
 
 
@@ -137,6 +137,7 @@ def test_patch_coordinate_augmentation_one_shift_and_scale_per_batch():
 
 # --- SwiGLU -------------------------------------------------------------------------------
 
+
 def test_swiglu_gate_is_the_first_half():
     u, g = torch.randn(4, 6), torch.randn(4, 6)
     torch.testing.assert_close(SwiGLU()(torch.cat([u, g], -1)), F.silu(u) * g)
@@ -146,11 +147,17 @@ def test_swiglu_gate_is_the_first_half():
 
 # --- attention and block --------------------------------------------------------------------
 
+
 def test_block_keys_are_the_released_ones():
     keys = set(VECABlock(D, HEADS, 96).state_dict())
-    expected = {f'{m}.{p}' for m in ['norm_attn', 'norm_ffn', 'fc1', 'fc2', 'attn.q_proj',
-                                     'attn.k_proj', 'attn.v_proj', 'attn.out_proj']
-                for p in ['weight', 'bias']}
+    expected = {
+        f'{m}.{p}'
+        for m in [
+            'norm_attn', 'norm_ffn', 'fc1', 'fc2', 'attn.q_proj', 'attn.k_proj', 'attn.v_proj',
+            'attn.out_proj'
+        ]
+        for p in ['weight', 'bias']
+    }
     assert keys == expected
     block = VECABlock(D, HEADS, 96)
     assert block.fc1.weight.shape == (192, D) and block.fc2.weight.shape == (D, 96)
@@ -239,7 +246,8 @@ def test_core_attention_weights_are_the_rows_sdpa_applies():
         v = attn.split_heads(attn.v_proj(normed))
         sdpa_cores = F.scaled_dot_product_attention(
             apply_rope(attn.split_heads(attn.q_proj(normed)), cos, sin)[:, :, :C],
-            apply_rope(attn.split_heads(attn.k_proj(normed)), cos, sin), v,
+            apply_rope(attn.split_heads(attn.k_proj(normed)), cos, sin),
+            v,
             attn_mask=core_attention_mask(C, mask))
     assert weights.shape == (2, HEADS, C, C + N)
     torch.testing.assert_close(weights @ v, sdpa_cores, atol=1e-5, rtol=0)
@@ -278,6 +286,7 @@ def test_patch_permutation_equivariance():
 
 
 # --- core bank and coordinate head -----------------------------------------------------------
+
 
 def test_farthest_point_sampling_greedy_order():
     points = torch.tensor([[0.9, 0.], [0.1, 0.], [-0.8, 0.], [0.5, 0.], [-0.3, 0.]])
@@ -326,8 +335,9 @@ def test_core_budget_accepts_multiples_of_8(value):
     assert check_core_budget(value, 64, 8) == int(value)
 
 
-@pytest.mark.parametrize('value', [0, 1, 7, 12, 63, 65, 72, -8, True, 8.0, '8', None,
-                                   torch.tensor(8)])
+@pytest.mark.parametrize('value',
+                         [0, 1, 7, 12, 63, 65, 72, -8, True, 8.0, '8', None,
+                          torch.tensor(8)])
 def test_core_budget_rejects_everything_else(value):
     with pytest.raises(ValueError, match=r'\(8, 16, 24, 32, 40, 48, 56, 64\)'):
         check_core_budget(value, 64, 8)

@@ -8,14 +8,14 @@ def test_strides_and_channels_without_out_channels():
     neck = SimpleFeaturePyramid(in_channels=32)
     outs = neck((torch.randn(2, 32, 5, 7), ))
     assert [tuple(o.shape) for o in outs] == [(2, 8, 20, 28), (2, 16, 10, 14), (2, 32, 5, 7),
-                                             (2, 32, 3, 4)]
+                                              (2, 32, 3, 4)]
 
 
 def test_out_channels_and_extra_levels():
     neck = SimpleFeaturePyramid(in_channels=32, out_channels=16, num_outs=5)
     outs = neck(torch.randn(1, 32, 8, 8))
     assert [tuple(o.shape[1:]) for o in outs] == [(16, 32, 32), (16, 16, 16), (16, 8, 8),
-                                                 (16, 4, 4), (16, 2, 2)]
+                                                  (16, 4, 4), (16, 2, 2)]
 
 
 def test_gradients_reach_every_branch():

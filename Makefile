@@ -3,7 +3,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup data demo test test-all bench-relation ops bench-ops check-cuda-build gpu-check clean
+.PHONY: setup data demo test test-all lint format bench-relation ops bench-ops check-cuda-build \
+	gpu-check clean
 
 setup:
 	@bash tools/misc/setup_env.sh
@@ -23,6 +24,19 @@ test: setup
 # The opt-in heavier checks as well (marked `slow`).
 test-all: setup
 	@$(PY) -m pytest -n $(TEST_JOBS) tests --run-slow
+
+# Style (setup.cfg): flake8, import order (isort) and formatting (yapf); `make format` fixes
+# the last two in place.
+LINT_PATHS := mmlinear tools tests configs setup.py
+
+lint: setup
+	@$(PY) -m flake8 $(LINT_PATHS)
+	@$(PY) -m isort --check-only --diff $(LINT_PATHS)
+	@$(PY) -m yapf --recursive --diff $(LINT_PATHS)
+
+format: setup
+	@$(PY) -m isort $(LINT_PATHS)
+	@$(PY) -m yapf --recursive --in-place $(LINT_PATHS)
 
 bench-relation: data
 	@$(PY) tools/analysis_tools/benchmark_relation.py --data data/shapes/relation

@@ -121,7 +121,8 @@ else
 fi
 
 log "OpenMMLab toolboxes and their undeclared extras"
-pip_install -r requirements/runtime.txt -r requirements/tests.txt -r requirements/optional.txt
+pip_install -r requirements/runtime.txt -r requirements/tests.txt -r requirements/optional.txt \
+    -r requirements/lint.txt
 
 log "mmlinear (editable)"
 # The extension is built by build_ops below (in place, incrementally), not a second time here.

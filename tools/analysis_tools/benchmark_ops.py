@@ -236,9 +236,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         preset = PRESETS[args.device][op]
         for n in args.sizes or preset['sizes']:
             cases.append((op, tuple(preset['shape']), n))
-    total = len(cases) * len(IMPLS)
-    rows, done, start = [], 0, time.time()
-    print(f'{total} measurements on {args.device} ({args.dtype}), each in a fresh process')
+    from mmlinear.utils.progress import ProgressETA
+    progress = ProgressETA(len(cases) * len(IMPLS))
+    rows = []
+    print(f'{progress.total} measurements on {args.device} ({args.dtype}), each in a fresh '
+          'process')
     for op, shape, n in cases:
         row = {'op': op, 'n': n, 'shape': shape}
         for impl in IMPLS:
@@ -247,12 +249,8 @@ def main(argv: Optional[List[str]] = None) -> None:
             spec = dict(op=op, impl=impl, shape=shape, n=n, device=args.device,
                         dtype=args.dtype, repeats=args.repeats, warmup=args.warmup)
             row[impl] = {'skipped': skip} if skip else run_case(spec)
-            done += 1
-            elapsed = time.time() - start
-            eta = elapsed / done * (total - done)
-            print(f'[{done}/{total}] {op} N={n} {impl}: '
-                  f'{skip or row[impl].get("error") or "%.1f ms f+b" % (row[impl]["fwd_bwd_s"] * 1e3)}'
-                  f' (elapsed {elapsed:.0f} s, ETA {eta:.0f} s)', flush=True)
+            shown = skip or row[impl].get('error') or f'{row[impl]["fwd_bwd_s"] * 1e3:.1f} ms f+b'
+            progress.step(f'{op} N={n} {impl}: {shown}')
         rows.append(row)
     print()
     print_table(rows)

@@ -49,7 +49,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--warmup', type=int, default=DEFAULTS.warmup)
     parser.add_argument('--repeats', type=int, default=DEFAULTS.repeats)
     parser.add_argument('--time-budget', type=float, default=DEFAULTS.time_budget,
-                        help='seconds per case; see the module docstring')
+                        help='seconds per case: a resolution whose extrapolated single '
+                        'iteration exceeds it is skipped, warm-up and repeats are cut to fit')
     parser.add_argument('--worker-timeout', type=float, default=DEFAULTS.worker_timeout,
                         help='hard limit per case in seconds (default 4 x the budget, '
                         'at least 120)')

@@ -63,10 +63,12 @@ def _dynamic_conv_saliency(backbone: nn.Module, x: Tensor, layer: int) -> Tensor
         raise ValueError(f'layer must lie in [{-len(convs)}, {len(convs) - 1}] (the backbone '
                          f'has {len(convs)} dynamic convolutions), got {layer}')
     captured: List[Tensor] = []
+    # The dynamic convolutions of a plain backbone run on the patch grid itself, so the
+    # (B, N, C) output folds back to it without reading the layer's arguments.
+    grid = patch_grid(backbone, x.shape[-2:])
 
     def hook(module: nn.Module, args: tuple, output: Tensor) -> None:
-        hw_shape = args[1]
-        captured.append(output.float().norm(dim=-1).reshape(output.shape[0], *hw_shape))
+        captured.append(output.float().norm(dim=-1).reshape(output.shape[0], *grid))
 
     handle = convs[layer].register_forward_hook(hook)
     try:

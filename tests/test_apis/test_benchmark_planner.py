@@ -108,3 +108,9 @@ def test_grid_settings_name_what_is_wrong():
         GridSettings(resolutions=[8])
     with pytest.raises(ValueError, match='need warmup >= 0, repeats >= 1'):
         GridSettings(repeats=0)
+    with pytest.raises(ValueError, match=r"unknown dtypes \['fp8'\]; allowed: fp32, bf16, fp16"):
+        GridSettings(dtypes=['fp32', 'fp8'])
+    with pytest.raises(ValueError, match=r"unknown device \['tpu'\]; allowed: cpu, cuda"):
+        GridSettings(device='tpu')
+    with pytest.raises(ValueError, match='must not be empty'):
+        GridSettings(models=[])

@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .cases import OK, PATCH_SIZE, Resolution, image_hw, num_tokens
+from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, Resolution, image_hw,
+                    num_tokens)
 from .worker import launch_case
 
 #: (resolution, reference resolution) -> FLOPs at the first over FLOPs at the second.
@@ -209,6 +210,16 @@ class GridSettings:
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     def __post_init__(self) -> None:
+        for name, allowed in (('dtypes', DTYPES), ('modes', MODES), ('device', DEVICES)):
+            values = getattr(self, name)
+            bad = [v for v in ([values] if isinstance(values, str) else values)
+                   if v not in allowed]
+            if bad:
+                raise ValueError(f'unknown {name} {bad}; allowed: {", ".join(allowed)}')
+        if not (self.models and self.resolutions and self.batch_sizes and self.dtypes
+                and self.modes):
+            raise ValueError('models, resolutions, batch_sizes, dtypes and modes must not be '
+                             'empty')
         if min(self.resolutions) < PATCH_SIZE or min(self.batch_sizes) < 1:
             raise ValueError(f'resolutions must be >= {PATCH_SIZE} and batch sizes >= 1, got '
                              f'{self.resolutions} and {self.batch_sizes}')

@@ -41,7 +41,8 @@ from torch import Tensor, nn
 
 from mmlinear.apis import IMAGENET_MEAN, IMAGENET_STD, build_classifier, list_images, load_images
 from mmlinear.utils.progress import ProgressETA
-from mmlinear.visualization import attention_saliency, patch_grid, upsample_saliency
+from mmlinear.visualization import (QUERY_MODES, attention_saliency, patch_grid,
+                                    upsample_saliency)
 
 ORDERS = ('morf', 'lerf')
 
@@ -267,7 +268,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--batch-size', type=int, default=16)
     parser.add_argument('--steps', type=int, default=10, help='perturbation steps L')
     parser.add_argument('--layer', type=int, default=-1)
-    parser.add_argument('--query', default='mean', choices=('mean', 'first'))
+    parser.add_argument('--query', default='mean', choices=QUERY_MODES)
     parser.add_argument('--out', default='work_dirs/attention_quality')
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:

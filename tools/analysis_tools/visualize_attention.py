@@ -28,7 +28,7 @@ from PIL import Image
 from torch import Tensor
 
 from mmlinear.apis import build_backbone, input_normalization, list_images, load_images
-from mmlinear.visualization import attention_saliency, upsample_saliency
+from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
 
 
 def minmax(maps: Tensor) -> Tensor:
@@ -77,7 +77,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--img-size', type=int, default=224,
                         help='resize to this square side (0 keeps the size)')
     parser.add_argument('--layer', type=int, default=-1)
-    parser.add_argument('--query', default='mean', choices=('mean', 'first'))
+    parser.add_argument('--query', default='mean', choices=QUERY_MODES)
     parser.add_argument('--active-cores', type=int, default=None,
                         help='VECA only: the core budget of the maps')
     parser.add_argument('--out', default='work_dirs/attention_maps.png')

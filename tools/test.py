@@ -15,10 +15,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.utils.runner_setup import (add_common_arguments, check_dataset_paths,
-                                         close_launcher, config_scope, fix_dataloaders,
-                                         load_config, parse_tool_args, prepare_launcher,
-                                         set_work_dir)
+from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher,
+                           config_scope, fix_dataloaders, load_config, parse_tool_args,
+                           prepare_launcher, set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """Train a model with mmpretrain, mmdet or mmseg; the config's ``default_scope`` decides.
 
 Examples:
-    python tools/train.py configs/demo/infvit-demo_linear_shapes-cls.py
+    python tools/train.py configs/demo/infvit-demo-linear_shapes-cls.py
     python tools/train.py CONFIG --work-dir work_dirs/x --amp --cfg-options train_cfg.max_epochs=1
     python tools/train.py CONFIG --resume                 # latest checkpoint in the work dir
     python tools/train.py CONFIG --resume path/to/epoch_3.pth
@@ -14,10 +14,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.utils.runner_setup import (add_common_arguments, check_dataset_paths,
-                                         close_launcher, config_scope, enable_amp,
-                                         fix_dataloaders, load_config, parse_tool_args,
-                                         prepare_launcher, set_work_dir)
+from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher,
+                           config_scope, enable_amp, fix_dataloaders, load_config,
+                           parse_tool_args, prepare_launcher, set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:

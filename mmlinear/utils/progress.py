@@ -11,24 +11,32 @@ class ProgressETA:
 
     Args:
         total (int): Number of steps.
-        printer (Callable[[str], None]): Where lines go. Defaults to ``print`` with flush.
+        printer (Callable[[str], None], optional): Where lines go. Defaults to ``print`` with
+            flush.
+        clock (Callable[[], float]): Seconds on a monotonic scale. Defaults to
+            ``time.monotonic``; a test can pass its own to fix the elapsed time.
     """
 
-    def __init__(self, total: int, printer: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(self,
+                 total: int,
+                 printer: Optional[Callable[[str], None]] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if total < 0:
             raise ValueError(f'total must be >= 0, got {total}')
         self.total = total
         self.done = 0
-        self.start = time.time()
+        self.clock = clock
+        self.start = clock()
         self.printer = printer or (lambda line: print(line, flush=True))
 
     @property
     def elapsed(self) -> float:
         """float: Seconds since construction."""
-        return time.time() - self.start
+        return self.clock() - self.start
 
     def eta(self) -> float:
-        """float: Estimated seconds left, from the mean time per finished step."""
+        """float: Estimated seconds left, from the mean time per finished step (nan before
+        the first)."""
         if self.done == 0:
             return float('nan')
         return self.elapsed / self.done * (self.total - self.done)

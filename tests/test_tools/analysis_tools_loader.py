@@ -1,21 +1,25 @@
-"""Import a script of ``tools/analysis_tools`` as a module (the folder is not a package)."""
+"""Import a script of ``tools/`` as a module (the folders of scripts are not packages).
+
+The scripts import only the installed ``mmlinear`` package, never each other, so nothing is
+put on ``sys.path``.
+"""
 import importlib.util
 import os.path as osp
 import sys
+from types import ModuleType
 
 from conftest import REPO_ROOT
 
 TOOLS_DIR = osp.join(REPO_ROOT, 'tools', 'analysis_tools')
 
 
-def load_tool(name: str):
-    """The module ``tools/analysis_tools/<name>.py``, imported once."""
-    module_name = f'mmlinear_analysis_tool_{name}'
+def load_tool(name: str, folder: str = TOOLS_DIR) -> ModuleType:
+    """The module ``<folder>/<name>.py`` (by default a script of ``tools/analysis_tools``),
+    imported once."""
+    module_name = f'mmlinear_tool_{osp.basename(folder)}_{name}'
     if module_name in sys.modules:
         return sys.modules[module_name]
-    if TOOLS_DIR not in sys.path:
-        sys.path.insert(0, TOOLS_DIR)  # the tools import their siblings by name
-    spec = importlib.util.spec_from_file_location(module_name, osp.join(TOOLS_DIR, f'{name}.py'))
+    spec = importlib.util.spec_from_file_location(module_name, osp.join(folder, f'{name}.py'))
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)

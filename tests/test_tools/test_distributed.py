@@ -2,6 +2,7 @@
 import glob
 import os
 import os.path as osp
+import socket
 import subprocess
 import sys
 import textwrap
@@ -27,13 +28,21 @@ sys.addaudithook(_record_checkpoint_writes)
 '''
 
 
+def free_port() -> int:
+    """A TCP port free at this moment: a fixed one would collide with another suite running
+    the same test on this machine at the same time."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
 def test_two_processes_finish_and_write_each_checkpoint_once(tiny_data, tmp_path):
     work_dir = str(tmp_path / 'work')
     audit_dir = tmp_path / 'audit'
     audit_dir.mkdir()
     (audit_dir / 'sitecustomize.py').write_text(textwrap.dedent(WRITE_AUDIT))
     audit_log = tmp_path / 'writes.txt'
-    env = dict(os.environ, PYTHON=sys.executable, PORT='29517',
+    env = dict(os.environ, PYTHON=sys.executable, PORT=str(free_port()),
                PYTHONPATH=f"{audit_dir}:{os.environ.get('PYTHONPATH', '')}",
                MMLINEAR_WRITE_AUDIT=str(audit_log),
                # torchrun options by environment: one log folder per rank

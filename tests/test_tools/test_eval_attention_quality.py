@@ -7,6 +7,8 @@ import pytest
 import torch
 from analysis_tools_loader import load_tool
 
+from mmlinear.apis import list_images
+
 quality = load_tool('eval_attention_quality')
 
 
@@ -67,7 +69,7 @@ def test_morf_removes_the_evidence_first_and_lerf_last():
 
 def test_boxes_from_coco_and_voc_xml(tiny_data, tmp_path):
     images = osp.join(tiny_data, 'coco', 'images', 'val')
-    files = quality.list_images([images], 3)
+    files = list_images([images], 3)
     ann = osp.join(tiny_data, 'coco', 'annotations', 'instances_val.json')
     boxes = quality.load_boxes(ann, files)
     with open(ann) as f:
@@ -110,13 +112,3 @@ def test_cli_on_the_bundled_coco_boxes(tiny_data, tmp_path):
     assert all(0 <= r['bbox_roc_auc'] <= 1 for r in result['per_image'])
     assert [len(c) for c in result['mean_curves'].values()] == [5, 5]
     assert (out / 'curves.png').read_bytes()[:4] == b'\x89PNG'
-
-
-def test_classifier_normalises_as_its_config():
-    """The demo config sets mmpretrain's top-level data_preprocessor (mean = std = 127.5); the
-    model built outside the Runner must use it, not the unnormalised default."""
-    model = quality.build_classifier('configs/demo/infvit-demo-linear_shapes-cls.py', None)
-    pre = model.data_preprocessor
-    assert pre.mean.flatten().tolist() == [127.5] * 3 and pre.std.flatten().tolist() == [127.5] * 3
-    batch = pre(dict(inputs=[torch.full((3, 8, 8), 255, dtype=torch.uint8)]), False)
-    torch.testing.assert_close(batch['inputs'], torch.ones(1, 3, 8, 8))

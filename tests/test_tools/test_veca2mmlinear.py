@@ -1,7 +1,6 @@
 """tools/model_converters/veca2mmlinear.py: a checkpoint in the released layout (written
 here with random weights) -> mmlinear checkpoint -> mmlinear.VECA with strict=True."""
 import contextlib
-import importlib.util
 import io
 import os.path as osp
 import subprocess
@@ -13,6 +12,7 @@ import torch
 from mmengine.runner import load_checkpoint
 from torch import nn
 
+from analysis_tools_loader import load_tool
 from conftest import REPO_ROOT
 from mmlinear.models import VECA
 
@@ -20,14 +20,7 @@ SCRIPT = osp.join(REPO_ROOT, 'tools', 'model_converters', 'veca2mmlinear.py')
 ARCH = dict(embed_dims=128, num_layers=2, num_heads=4, feedforward_channels=192)
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location('veca2mmlinear', SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CONVERTER = load_script()
+CONVERTER = load_tool('veca2mmlinear', osp.dirname(SCRIPT))
 
 
 def run_converter(*args):

@@ -88,15 +88,15 @@ def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
     return fn, inputs
 
 
-def run_worker(spec: Dict) -> Dict:
+def run_worker(case: Dict) -> Dict:
     """Measure one (op, impl, size) case in this (fresh) process."""
     import torch
-    device, dtype = spec['device'], getattr(torch, spec['dtype'])
+    device, dtype = case['device'], getattr(torch, case['dtype'])
     # One tiny forward+backward first, so that loading the extension and lazily initialised
     # libraries (thread pools, BLAS) are not counted as the op's memory.
-    fn, inputs = make_case(spec['op'], spec['impl'], tuple(spec['shape']), 16, device, dtype)
+    fn, inputs = make_case(case['op'], case['impl'], tuple(case['shape']), 16, device, dtype)
     fn(*inputs).sum().backward()
-    fn, inputs = make_case(spec['op'], spec['impl'], tuple(spec['shape']), spec['n'], device,
+    fn, inputs = make_case(case['op'], case['impl'], tuple(case['shape']), case['n'], device,
                            dtype)
     # Every op's output has the shape of its first input; no call before the measurement.
     grad = torch.randn_like(inputs[0])
@@ -131,10 +131,10 @@ def run_worker(spec: Dict) -> Dict:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
     result = {'peak_bytes': max(peak, 0)}
     for mode, step in (('fwd', forward), ('fwd_bwd', forward_backward)):
-        for _ in range(spec['warmup']):
+        for _ in range(case['warmup']):
             step()
         times = []
-        for _ in range(spec['repeats']):
+        for _ in range(case['repeats']):
             sync()
             start = time.perf_counter()
             step()
@@ -154,12 +154,12 @@ def reference_skip_reason(op: str, shape: tuple, n: int, limit_gib: float) -> Op
     return None
 
 
-def run_case(spec: Dict) -> Dict:
+def run_case(case: Dict) -> Dict:
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [
         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         os.getenv('PYTHONPATH')]))}
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker',
-                           json.dumps(spec)], capture_output=True, text=True, env=env)
+                           json.dumps(case)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {'error': proc.stderr.strip().splitlines()[-1] if proc.stderr else 'failed'}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -236,23 +236,21 @@ def main(argv: Optional[List[str]] = None) -> None:
         preset = PRESETS[args.device][op]
         for n in args.sizes or preset['sizes']:
             cases.append((op, tuple(preset['shape']), n))
-    total = len(cases) * len(IMPLS)
-    rows, done, start = [], 0, time.time()
-    print(f'{total} measurements on {args.device} ({args.dtype}), each in a fresh process')
+    from mmlinear.utils.progress import ProgressETA
+    progress = ProgressETA(len(cases) * len(IMPLS))
+    rows = []
+    print(f'{progress.total} measurements on {args.device} ({args.dtype}), each in a fresh '
+          'process')
     for op, shape, n in cases:
         row = {'op': op, 'n': n, 'shape': shape}
         for impl in IMPLS:
             skip = reference_skip_reason(op, shape, n, args.max_ref_gib) if impl == 'reference' \
                 else None
-            spec = dict(op=op, impl=impl, shape=shape, n=n, device=args.device,
+            case = dict(op=op, impl=impl, shape=shape, n=n, device=args.device,
                         dtype=args.dtype, repeats=args.repeats, warmup=args.warmup)
-            row[impl] = {'skipped': skip} if skip else run_case(spec)
-            done += 1
-            elapsed = time.time() - start
-            eta = elapsed / done * (total - done)
-            print(f'[{done}/{total}] {op} N={n} {impl}: '
-                  f'{skip or row[impl].get("error") or "%.1f ms f+b" % (row[impl]["fwd_bwd_s"] * 1e3)}'
-                  f' (elapsed {elapsed:.0f} s, ETA {eta:.0f} s)', flush=True)
+            row[impl] = {'skipped': skip} if skip else run_case(case)
+            shown = skip or row[impl].get('error') or f'{row[impl]["fwd_bwd_s"] * 1e3:.1f} ms f+b'
+            progress.step(f'{op} N={n} {impl}: {shown}')
         rows.append(row)
     print()
     print_table(rows)

@@ -12,7 +12,7 @@ and the backbone's forward latency at ``--img-size`` (batch 1, median of ``--rep
 
 The budget is passed as ``active_cores=C`` to ``forward`` / ``forward_tokens``; inside a
 classifier, whose forward does not take it, the backbone's ``active_cores`` attribute is set
-(the VECA interface: ``forward(x, active_cores=None)`` falls back to it).
+(VECA's ``forward`` falls back to it when it is given no ``active_cores=``).
 
 Example:
     python tools/analysis_tools/elastic_sweep.py veca-small --images data/shapes/cls/val \\
@@ -23,7 +23,6 @@ import json
 import os
 import os.path as osp
 import statistics
-import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -32,10 +31,13 @@ import torch.nn.functional as F
 from mmengine.config import DictAction
 from torch import Tensor, nn
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from visualize_attention import list_images, load_images  # noqa: E402
+from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier,
+                           input_normalization, list_images, load_images)
+from mmlinear.utils.progress import ProgressETA
 
-BUDGET_STEP = 8  # VECA activates cores in chunks of 8 (VECA spec, section 6)
+# VECA's nested training drops whole chunks of 8 cores, so only multiples of 8 are budgets
+# the weights were trained for.
+BUDGET_STEP = 8
 
 
 def check_budgets(budgets: Sequence[int], max_cores: int) -> List[int]:
@@ -132,16 +134,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     from mmengine.logging import MMLogger
     MMLogger.get_instance('mmlinear_elastic_sweep', log_level='WARNING')
-    from mmlinear.utils.model_presets import (BACKBONE_PRESETS, build_backbone,
-                                              input_normalization)
-    from mmlinear.utils.progress import ProgressETA
     if args.threads:
         torch.set_num_threads(args.threads)
 
     classifier, dataloader = None, None
     if args.model not in BACKBONE_PRESETS and args.images is None:
         # A classifier config: accuracy on its test set.
-        from eval_attention_quality import build_classifier
         from mmengine.config import Config
         from mmengine.runner import Runner
         cfg = Config.fromfile(args.model)

@@ -1,10 +1,11 @@
 """Attention quality of a classifier: MoRF / LeRF area over the perturbation curve and
-bounding-box ROC-AUC / PR-AUC of its attention maps (InfViT spec, section 7.2).
+bounding-box ROC-AUC / PR-AUC of its attention maps, the metrics of the InfViT paper's
+attention-quality table (Roffo and Palmer, arXiv:2603.00175).
 
-The saliency of every patch is :func:`mmlinear.utils.attention_saliency.attention_saliency`
-of the classifier's backbone (attention received at ``--layer``, or WeightFormer's dynamic
-convolution response). The spec infers the protocol from the metric names; the choices made
-here, all options:
+The saliency of every patch is :func:`mmlinear.visualization.attention_saliency` of the
+classifier's backbone (attention received at ``--layer``, or WeightFormer's dynamic
+convolution response). The paper names the metrics but does not spell out the protocol (which
+layer, how many steps, how the map is upsampled); the choices made here, all options:
 
 - **MoRF / LeRF**: patches are removed (set to the normalisation mean, i.e. 0 after
   normalising) most-relevant-first or least-relevant-first, in ``--steps`` equal fractions of
@@ -30,20 +31,18 @@ import argparse
 import json
 import os
 import os.path as osp
-import sys
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from PIL import Image
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from mmengine.config import Config
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from visualize_attention import list_images, load_images, upsample_saliency  # noqa: E402
+from mmlinear.apis import IMAGENET_MEAN, IMAGENET_STD, build_classifier, list_images, load_images
+from mmlinear.utils.progress import ProgressETA
+from mmlinear.visualization import (QUERY_MODES, attention_saliency, patch_grid,
+                                    upsample_saliency)
 
 ORDERS = ('morf', 'lerf')
 
@@ -198,35 +197,8 @@ def perturbation_curve(classifier: nn.Module, x: Tensor, saliency: Tensor, order
     return torch.stack(curve, 1)
 
 
-def build_classifier(config: Union[str, 'Config'], checkpoint: Optional[str]) -> nn.Module:
-    """An mmpretrain classifier from a config (path or loaded), with a checkpoint or random
-    weights."""
-    import mmlinear.models  # noqa: F401  (registers the backbones and the config scope)
-    from mmengine.config import Config
-    from mmengine.registry import MODELS, init_default_scope
-    cfg = Config.fromfile(config) if isinstance(config, str) else config.copy()
-    if 'head' not in cfg.model:
-        raise ValueError(f'{cfg.filename} has no classification head; the perturbation metrics '
-                         f'need a classifier config (mmpretrain ImageClassifier)')
-    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
-    # As mmengine's Runner: a top-level data_preprocessor (mmpretrain's convention) is the
-    # model's unless the model sets its own; without it the inputs would not be normalised.
-    if cfg.get('data_preprocessor') is not None:
-        cfg.model.setdefault('data_preprocessor', cfg.data_preprocessor)
-    model = MODELS.build(cfg.model)
-    model.init_weights()
-    if checkpoint:
-        from mmengine.runner import load_checkpoint
-        load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
-    model.eval()
-    return model
-
-
 def evaluate(model: nn.Module, files: List[str], boxes: Dict[str, list], args) -> dict:
     """All metrics for the images, in batches."""
-    from mmlinear.utils.attention_saliency import attention_saliency, patch_grid
-    from mmlinear.utils.model_presets import IMAGENET_MEAN, IMAGENET_STD
-    from mmlinear.utils.progress import ProgressETA
     pre = getattr(model, 'data_preprocessor', None)
     mean = pre.mean.flatten().tolist() if getattr(pre, 'mean', None) is not None else IMAGENET_MEAN
     std = pre.std.flatten().tolist() if getattr(pre, 'std', None) is not None else IMAGENET_STD
@@ -296,7 +268,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--batch-size', type=int, default=16)
     parser.add_argument('--steps', type=int, default=10, help='perturbation steps L')
     parser.add_argument('--layer', type=int, default=-1)
-    parser.add_argument('--query', default='mean', choices=('mean', 'first'))
+    parser.add_argument('--query', default='mean', choices=QUERY_MODES)
     parser.add_argument('--out', default='work_dirs/attention_quality')
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:

@@ -1,14 +1,12 @@
 """Parameters and FLOPs of backbone presets (or config backbones) at several resolutions.
 
-FLOPs come from ``torch.utils.flop_counter.FlopCounterMode`` (matmuls and convolutions, two
-FLOPs per multiply-add; norms, activations, softmax and interpolation are not counted, as in
-the specs' measurements). The input is a fake tensor (``FakeTensorMode``), so no activation
-memory is allocated and 9216 x 9216 costs as little as 224 x 224. Scaled-dot-product attention
-is counted through PyTorch's math backend, because the fused CPU kernels have no FLOP formula
-registered and would count as zero.
+FLOPs come from :func:`mmlinear.apis.count_flops`: ``torch.utils.flop_counter`` on a fake
+input (matmuls and convolutions, two FLOPs per multiply-add; norms, activations, softmax and
+interpolation are not counted, the convention of the reference numbers below), so 9216 x 9216
+costs as little as 224 x 224.
 
-Prints and writes (``--out``, markdown) a table beside the numbers the papers and specs give
-(``REFERENCE_NUMBERS``), and a JSON file next to it.
+Prints and writes (``--out``, markdown) a table beside the numbers the papers state or that
+were counted on the official code (``REFERENCE_NUMBERS``), and a JSON file next to it.
 
 Example:
     python tools/analysis_tools/get_flops.py --models infvit-4l-linear infvit-4l-softmax \\
@@ -20,12 +18,13 @@ import os
 import os.path as osp
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import torch
-from torch import nn
+from mmlinear.apis import build_backbone, count_flops, count_params
+from mmlinear.utils.progress import ProgressETA
 
-# Numbers stated by the papers or measured on the reference code (see /work/shared/specs):
-# (preset, resolution) -> (value, unit, source). Params are full classifiers with their
-# 1000-class heads unless marked "backbone".
+# (preset, resolution) -> (value, unit, source). Sources: 'paper' (stated in the paper; params
+# of the full classifier with its 1000-class head), 'ref. code' (counted on the official code
+# with the same counter; params of the backbone) and 'analytic' (summed by hand over the
+# matmul and convolution shapes of the architecture, for resolutions no source states).
 REFERENCE_NUMBERS: Dict[Tuple[str, int], List[Tuple[float, str, str]]] = {
     ('infvit-4l-linear', 224): [(53.5, 'M params', 'paper'), (59, 'GFLOPs', 'paper')],
     ('infvit-4l-pure', 224): [(57.7, 'M params', 'paper'), (59, 'GFLOPs', 'paper')],
@@ -33,15 +32,15 @@ REFERENCE_NUMBERS: Dict[Tuple[str, int], List[Tuple[float, str, str]]] = {
     ('infvit-24l-pure', 224): [(330.6, 'M params', 'paper')],
     ('weightformer-t', 224): [(6.881184, 'M params (backbone)', 'ref. code'),
                               (1.124, 'GMACs', 'ref. code')],
-    ('weightformer-t', 512): [(5.86, 'GMACs', 'spec, analytic')],
-    ('weightformer-t', 1248): [(34.78, 'GMACs', 'spec, analytic')],
+    ('weightformer-t', 512): [(5.86, 'GMACs', 'analytic')],
+    ('weightformer-t', 1248): [(34.78, 'GMACs', 'analytic')],
     ('weightformer-s', 224): [(27.107136, 'M params (backbone)', 'ref. code'),
                               (4.428, 'GMACs', 'ref. code')],
     ('weightformer-b', 448): [(17.663, 'GMACs', 'ref. code')],
-    ('deit-t-sdpa', 224): [(1.25, 'GMACs', 'spec, analytic')],
-    ('deit-t-sdpa', 512): [(10.43, 'GMACs', 'spec, analytic')],
-    ('deit-t-sdpa', 1248): [(203.82, 'GMACs', 'spec, analytic')],
-    ('deit-s-sdpa', 224): [(4.60, 'GMACs', 'spec, analytic')],
+    ('deit-t-sdpa', 224): [(1.25, 'GMACs', 'analytic')],
+    ('deit-t-sdpa', 512): [(10.43, 'GMACs', 'analytic')],
+    ('deit-t-sdpa', 1248): [(203.82, 'GMACs', 'analytic')],
+    ('deit-s-sdpa', 224): [(4.60, 'GMACs', 'analytic')],
     ('veca-small', 256): [(21.628961, 'M params (backbone)', 'ref. code'),
                           (13.74, 'GFLOPs', 'ref. code')],
     ('veca-small', 512): [(46.81, 'GFLOPs', 'ref. code')],
@@ -55,45 +54,14 @@ REFERENCE_NUMBERS: Dict[Tuple[str, int], List[Tuple[float, str, str]]] = {
 }
 
 
-def count_params(model: nn.Module) -> int:
-    """Number of parameters (trainable or not) of ``model``."""
-    return sum(p.numel() for p in model.parameters())
-
-
-def count_flops(model: nn.Module, resolution: int, batch: int = 1) -> int:
-    """FLOPs of one forward pass on a ``batch x 3 x resolution x resolution`` fake input.
-
-    Args:
-        model (nn.Module): The backbone, in eval mode.
-        resolution (int): Square input side in pixels.
-        batch (int): Batch size. Defaults to 1.
-
-    Returns:
-        int: Matmul and convolution FLOPs (2 per multiply-add).
-    """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False)
-    # Real weights with a fake input: every activation is fake, so nothing is allocated.
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        x = torch.zeros(batch, 3, resolution, resolution)
-        with counter, torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
-            model(x)
-    return counter.get_total_flops()
-
-
 def reference_text(model: str, resolution: int) -> str:
-    """The papers' / specs' numbers for a preset and resolution, as table text."""
+    """The reference numbers of a preset and resolution, as table text ('-' without any)."""
     entries = REFERENCE_NUMBERS.get((model, resolution), [])
     return '; '.join(f'{value:g} {unit} ({source})' for value, unit, source in entries) or '-'
 
 
 def measure(models: Sequence[str], resolutions: Sequence[int]) -> List[dict]:
-    """Params and FLOPs of every model at every resolution."""
-    from mmlinear.utils.model_presets import build_backbone
-    from mmlinear.utils.progress import ProgressETA
+    """Params and FLOPs of every model at every resolution, with the reference numbers."""
     rows = []
     progress = ProgressETA(len(models) * len(resolutions))
     for name in models:
@@ -113,7 +81,7 @@ def measure(models: Sequence[str], resolutions: Sequence[int]) -> List[dict]:
 def markdown_table(rows: List[dict]) -> str:
     """A markdown table of the measured numbers beside the reference ones."""
     lines = ['| model | resolution | patch tokens | params (M, backbone) | GFLOPs | GMACs | '
-             'paper / spec |', '|---|---|---|---|---|---|---|']
+             'paper / reference |', '|---|---|---|---|---|---|---|']
     for r in rows:
         lines.append(f'| {r["model"]} | {r["resolution"]} | {r["tokens"]:,} | '
                      f'{r["params"] / 1e6:.2f} | {r["flops"] / 1e9:,.2f} | '
@@ -126,7 +94,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--models', nargs='+',
                         default=['infvit-4l-linear', 'infvit-4l-pure', 'infvit-4l-softmax',
                                  'vit-4l-sdpa', 'weightformer-t', 'deit-t-sdpa'],
-                        help='presets of mmlinear.utils.model_presets or config files')
+                        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
     parser.add_argument('--resolutions', nargs='+', type=int, default=[224, 512, 1024])
     parser.add_argument('--out', default=None,
                         help='markdown file to write (a .json with the raw numbers goes '

@@ -2,8 +2,8 @@
 dynamic-kernel response on input images, and save them as one PNG.
 
 One row per image, one column per model (after the input). What is drawn is
-:func:`mmlinear.utils.attention_saliency.attention_saliency`: the attention each patch receives
-at ``--layer`` (averaged over heads and queries, or the first query row with
+:func:`mmlinear.visualization.attention_saliency`: the attention each patch receives at
+``--layer`` (averaged over heads and queries, or the first query row with
 ``--query first``), or for WeightFormer the channel norm of the dynamic depthwise
 convolution's output. Each map is min-max scaled per image and upsampled bilinearly.
 
@@ -24,64 +24,11 @@ import os.path as osp
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
-IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg', '.bmp', '.JPEG')
-
-
-def list_images(paths: Sequence[str], max_images: Optional[int] = None) -> List[str]:
-    """Image files given directly or found (sorted) in the given directories."""
-    files = []
-    for path in paths:
-        if osp.isdir(path):
-            files += sorted(osp.join(path, f) for f in os.listdir(path)
-                            if f.endswith(IMAGE_EXTENSIONS))
-        elif osp.isfile(path):
-            files.append(path)
-        else:
-            raise FileNotFoundError(f'no image or folder at {path}')
-    if not files:
-        raise FileNotFoundError(f'no images ({", ".join(IMAGE_EXTENSIONS)}) in {list(paths)}')
-    return files[:max_images] if max_images else files
-
-
-def load_images(files: Sequence[str], size: Optional[int], mean: Sequence[float],
-                std: Sequence[float]) -> Tuple[Tensor, List[np.ndarray]]:
-    """Read RGB images, resize to ``size`` squares (if given), normalise.
-
-    Args:
-        files (Sequence[str]): Image paths (all the same size when ``size`` is None).
-        size (int, optional): Square side to resize to.
-        mean, std (Sequence[float]): RGB statistics on the 0-255 scale.
-
-    Returns:
-        tuple[Tensor, list[np.ndarray]]: (B, 3, H, W) float batch and the (H, W, 3) uint8
-        images as shown.
-    """
-    images = []
-    for file in files:
-        image = Image.open(file).convert('RGB')
-        if size:
-            image = image.resize((size, size), Image.BILINEAR)
-        images.append(np.asarray(image))
-    if len({im.shape for im in images}) > 1:
-        raise ValueError('images differ in size; give --img-size to resize them')
-    x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float()
-    x = (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
-    return x, images
-
-
-def upsample_saliency(saliency: Tensor, image_hw: Tuple[int, int]) -> Tensor:
-    """(B, h, w) patch saliency -> (B, H, W), bilinear, cropped to the image."""
-    patch_h = -(-image_hw[0] // saliency.shape[1])
-    patch_w = -(-image_hw[1] // saliency.shape[2])
-    full = F.interpolate(saliency[:, None].float(),
-                         size=(saliency.shape[1] * patch_h, saliency.shape[2] * patch_w),
-                         mode='bilinear', align_corners=False)[:, 0]
-    return full[:, :image_hw[0], :image_hw[1]]
+from mmlinear.apis import build_backbone, input_normalization, list_images, load_images
+from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
 
 
 def minmax(maps: Tensor) -> Tensor:
@@ -122,7 +69,7 @@ def draw(images: List[np.ndarray], columns: List[Tuple[str, Tensor]], path: str,
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', required=True,
-                        help='presets of mmlinear.utils.model_presets or config files')
+                        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
     parser.add_argument('--checkpoints', nargs='+', default=None,
                         help="one per model; 'none' keeps the random weights")
     parser.add_argument('--images', nargs='+', required=True, help='image files or folders')
@@ -130,7 +77,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--img-size', type=int, default=224,
                         help='resize to this square side (0 keeps the size)')
     parser.add_argument('--layer', type=int, default=-1)
-    parser.add_argument('--query', default='mean', choices=('mean', 'first'))
+    parser.add_argument('--query', default='mean', choices=QUERY_MODES)
     parser.add_argument('--active-cores', type=int, default=None,
                         help='VECA only: the core budget of the maps')
     parser.add_argument('--out', default='work_dirs/attention_maps.png')
@@ -145,8 +92,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     from mmengine.logging import MMLogger
     MMLogger.get_instance('mmlinear_visualize', log_level='WARNING')
-    from mmlinear.utils.attention_saliency import attention_saliency
-    from mmlinear.utils.model_presets import build_backbone, input_normalization
 
     files = list_images(args.images, args.max_images)
     checkpoints = args.checkpoints or ['none'] * len(args.models)

@@ -11,7 +11,8 @@ Four sets under ``--out`` (default ``data/shapes``):
   features can tell (g(c1) + g(c2) > t for all equal pairs and < t for all unequal pairs is
   impossible with 3 or more colours), so a model without token mixing stays near chance.
 - ``coco/{images/{train,val},annotations/instances_{train,val}.json}``: 128x128 images with
-  one to three randomly rotated shapes, COCO instance segmentation with polygons (mmdet CocoDataset).
+  one to three randomly rotated shapes, COCO instance segmentation with polygons (mmdet
+  CocoDataset).
 - ``ade/{images,annotations}/{training,validation}``: the same kind of scenes as .jpg images and
   .png label maps (0 background, 1 circle, 2 square, 3 triangle; mmseg BaseSegDataset).
 

@@ -2,10 +2,11 @@
 # Create (or refresh) the project's virtual environment with the pinned OpenMMLab stack.
 #
 # Idempotent: a stamp keyed by the requirement files and this script makes a second run
-# return in seconds. mmcv 2.1.0 only exists as a source release and hard-codes -std=c++17,
-# which torch 2.14 refuses, so it is built once from the PyPI sdist with C++20 and the wheel
-# is cached outside the repository (keyed by Python, torch and CUDA), see
-# ../shared/specs/openmmlab.md, "Pinned stack".
+# return in seconds. mmdet 3.3.0 and mmseg 1.2.2 accept only mmcv < 2.2.0; mmcv 2.1.0 exists on
+# PyPI only as a source release and hard-codes -std=c++17, which the torch 2.14 headers refuse,
+# so it is built once from the PyPI sdist with C++20 and the wheel is cached outside the
+# repository (keyed by Python, torch and CUDA), because pip does not cache wheels it builds
+# from a local folder.
 #
 # Environment:
 #   VENV            where to create the environment (default: .venv in the repo root)

@@ -1,9 +1,11 @@
 """Convert a released WeightFormer checkpoint to an mmlinear checkpoint.
 
-The source is the reference (LeapLabTHU/WeightFormer) state dict, key layout of the spec
-section 2.5: a raw state dict saved with ``torch.save`` (``.pth`` / ``.pt`` / ``.bin``,
-possibly wrapped under ``'model'`` or ``'state_dict'`` as the reference training script and
-other tools save it) or a Hugging Face ``.safetensors`` file. The backbone keys get the
+The source is the reference (LeapLabTHU/WeightFormer) state dict, with the key layout of the
+released checkpoints (``patch_embed.proj``, ``init_norm``, ``blocks.{i}.linear1.w`` / ``.w1`` /
+``.w2`` / ``.wfm``, ``blocks.{i}.dwc.wfm.{0,2}``, ``norm``, ``head``): a raw state dict saved
+with ``torch.save`` (``.pth`` / ``.pt`` / ``.bin``, possibly wrapped under ``'model'`` or
+``'state_dict'`` as the reference training script and other tools save it) or a Hugging Face
+``.safetensors`` file. The backbone keys get the
 ``backbone.`` prefix and the classifier ``head.weight`` / ``head.bias`` become
 ``head.fc.weight`` / ``head.fc.bias`` (mmpretrain ``LinearClsHead``).
 

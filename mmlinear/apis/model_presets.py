@@ -4,15 +4,20 @@ The benchmark, FLOP counter, attention visualiser and elastic sweep all take a m
 a preset name of ``BACKBONE_PRESETS`` (the three mmlinear backbones and the softmax ViT
 baselines of matching width and depth, taken from mmpretrain so that the baseline is the
 toolbox's own ViT with PyTorch's scaled-dot-product attention) or the path of a config file,
-whose ``model.backbone`` (or ``model``) is built.
+whose ``model.backbone`` (or ``model``) is built. The tools that need a whole classifier
+(attention quality, the elastic sweep of a classifier config) build it with
+:func:`build_classifier`.
 """
 import copy
 import os.path as osp
-from typing import Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple, Union
 
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from torch import nn
+
+if TYPE_CHECKING:
+    from mmengine.model import BaseModel
 
 # Width and depth of the InfViT-4L preset, for its matched mmpretrain softmax baseline.
 _VIT_4L = dict(embed_dims=1024, num_layers=4, num_heads=16, feedforward_channels=4096)
@@ -23,7 +28,7 @@ def _infvit(arch: str, attn_type: str) -> dict:
     return dict(type='mmlinear.InfViT', arch=arch, attn_type=attn_type)
 
 
-def _mmpretrain_vit(arch) -> dict:
+def _mmpretrain_vit(arch: Union[str, dict]) -> dict:
     return dict(type='mmpretrain.VisionTransformer', arch=arch, img_size=224, patch_size=16)
 
 
@@ -124,3 +129,37 @@ def input_normalization(model: str) -> Tuple[Sequence[float], Sequence[float]]:
     cfg = Config.fromfile(model)
     pre = cfg.model.get('data_preprocessor') or cfg.get('data_preprocessor') or {}
     return tuple(pre.get('mean', IMAGENET_MEAN)), tuple(pre.get('std', IMAGENET_STD))
+
+
+def build_classifier(config: Union[str, Config], checkpoint: Optional[str] = None) -> 'BaseModel':
+    """An mmpretrain classifier from a config, initialised or loaded, in eval mode.
+
+    Args:
+        config (str | Config): A config file path or a loaded config whose ``model`` is a
+            classifier (it has a ``head``).
+        checkpoint (str, optional): A checkpoint of the whole classifier, loaded strictly.
+            Without it the weights are random.
+
+    Returns:
+        BaseModel: The classifier, whose ``data_preprocessor`` is the config's.
+
+    Raises:
+        ValueError: If the config's model has no classification head.
+    """
+    import mmlinear.models  # noqa: F401  (registers the backbones and the config scope)
+    cfg = Config.fromfile(config) if isinstance(config, str) else config.copy()
+    if 'head' not in cfg.model:
+        raise ValueError(f'{cfg.filename} has no classification head; the perturbation metrics '
+                         f'need a classifier config (mmpretrain ImageClassifier)')
+    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    # As mmengine's Runner: a top-level data_preprocessor (mmpretrain's convention) is the
+    # model's unless the model sets its own; without it the inputs would not be normalised.
+    if cfg.get('data_preprocessor') is not None:
+        cfg.model.setdefault('data_preprocessor', cfg.data_preprocessor)
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    if checkpoint:
+        from mmengine.runner import load_checkpoint
+        load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
+    model.eval()
+    return model

@@ -1,9 +1,10 @@
 import pytest
 import torch
 
-from mmlinear.utils.model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, backbone_config,
-                                          build_backbone, input_normalization)
-from mmlinear.utils.progress import ProgressETA
+from mmlinear.apis import (BACKBONE_PRESETS, IMAGENET_MEAN, backbone_config, build_backbone,
+                           build_classifier, input_normalization)
+
+DEMO_CLS = 'configs/demo/infvit-demo-linear_shapes-cls.py'
 
 
 def test_presets_and_configs_build_the_named_backbones():
@@ -14,11 +15,10 @@ def test_presets_and_configs_build_the_named_backbones():
     # The softmax baseline has InfViT-4L's width and depth.
     assert {k: BACKBONE_PRESETS['vit-4l-sdpa']['arch'][k] for k in ('embed_dims', 'num_layers')} \
         == dict(embed_dims=1024, num_layers=4)
-    cfg, scope = backbone_config('configs/demo/infvit-demo-linear_shapes-cls.py')
+    cfg, scope = backbone_config(DEMO_CLS)
     assert cfg['type'] == 'mmlinear.InfViT' and cfg['arch'] == 'infvit-demo'
     assert scope == 'mmpretrain'
-    assert build_backbone('configs/demo/infvit-demo-linear_shapes-cls.py',
-                          dict(attn_type='softmax')).attn_type == 'softmax'
+    assert build_backbone(DEMO_CLS, dict(attn_type='softmax')).attn_type == 'softmax'
     with pytest.raises(ValueError, match="unknown model 'nope'.*infvit-4l-linear"):
         backbone_config('nope')
 
@@ -35,19 +35,22 @@ def test_whole_model_checkpoints_load_their_backbone(tmp_path):
 
 def test_input_normalization():
     assert input_normalization('infvit-test-linear')[0] == IMAGENET_MEAN
-    mean, std = input_normalization('configs/demo/infvit-demo-linear_shapes-cls.py')
+    mean, std = input_normalization(DEMO_CLS)
     assert list(mean) == [127.5] * 3 and list(std) == [127.5] * 3
 
 
-def test_progress_lines_count_and_estimate():
-    assert ProgressETA(3).eta() != ProgressETA(3).eta()  # nan before the first step
-    lines = []
-    progress = ProgressETA(4, printer=lines.append)
-    progress.step('first')
-    progress.step('second', remaining_seconds=42)
-    assert lines[0].startswith('[1/4] first  (elapsed ')
-    assert lines[1].startswith('[2/4] second') and lines[1].endswith('ETA 42 s)')
-    progress.start -= 10.  # as if the two steps had taken 10 s: 2 left take as long
-    assert progress.eta() == pytest.approx(10., rel=1e-2)
-    with pytest.raises(ValueError, match='total must be >= 0'):
-        ProgressETA(-1)
+def test_classifier_normalises_as_its_config():
+    """The demo config sets mmpretrain's top-level data_preprocessor (mean = std = 127.5); the
+    model built outside the Runner must use it, not the unnormalised default."""
+    model = build_classifier(DEMO_CLS, None)
+    pre = model.data_preprocessor
+    assert pre.mean.flatten().tolist() == [127.5] * 3 and pre.std.flatten().tolist() == [127.5] * 3
+    batch = pre(dict(inputs=[torch.full((3, 8, 8), 255, dtype=torch.uint8)]), False)
+    torch.testing.assert_close(batch['inputs'], torch.ones(1, 3, 8, 8))
+
+
+def test_classifier_needs_a_head(tmp_path):
+    config = tmp_path / 'backbone_only.py'
+    config.write_text("model = dict(backbone=dict(type='mmlinear.InfViT', arch='infvit-test'))\n")
+    with pytest.raises(ValueError, match='backbone_only.py has no classification head'):
+        build_classifier(str(config))

@@ -2,8 +2,8 @@
 
 Two sources are understood:
 
-- A backbone with ``forward_attention_maps(x, **kwargs)`` (InfViT; VECA is expected to follow
-  the same contract) returning one entry per layer whose last axis runs over the keys, the
+- A backbone with ``forward_attention_maps(x, **kwargs)`` (InfViT and VECA, which share
+  one contract) returning one entry per layer whose last axis runs over the keys, the
   patch tokens last: (B, H, S) key weights (Linear-InfSA's ``a``) or (B, H, Q, S) attention
   rows (Pure InfSA, softmax, VECA's core-to-token attention). The saliency of a patch is the
   weight it receives, averaged over the heads and over the query rows (``query='mean'``, the
@@ -16,13 +16,24 @@ Two sources are understood:
 from typing import List, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+
+from mmlinear.models.layers import DynamicDWConv
 
 QUERY_MODES = ('mean', 'first')
 
 
 def patch_grid(backbone: nn.Module, image_hw: Tuple[int, int]) -> Tuple[int, int]:
-    """The patch-token grid of an input (patch embeddings pad to whole patches)."""
+    """The patch-token grid of an input (patch embeddings pad to whole patches).
+
+    Args:
+        backbone (nn.Module): A backbone with a ``patch_size`` attribute (16 without one).
+        image_hw (tuple[int, int]): The input's (H, W) in pixels.
+
+    Returns:
+        tuple[int, int]: (ceil(H / p), ceil(W / p)).
+    """
     patch = getattr(backbone, 'patch_size', 16)
     return -(-image_hw[0] // patch), -(-image_hw[1] // patch)
 
@@ -47,16 +58,17 @@ def _attention_saliency(backbone: nn.Module, x: Tensor, layer: int, query: str,
 
 
 def _dynamic_conv_saliency(backbone: nn.Module, x: Tensor, layer: int) -> Tensor:
-    from mmlinear.models.layers.dynamic_dwconv import DynamicDWConv
     convs = [m for m in backbone.modules() if isinstance(m, DynamicDWConv)]
     if not -len(convs) <= layer < len(convs):
         raise ValueError(f'layer must lie in [{-len(convs)}, {len(convs) - 1}] (the backbone '
                          f'has {len(convs)} dynamic convolutions), got {layer}')
     captured: List[Tensor] = []
+    # The dynamic convolutions of a plain backbone run on the patch grid itself, so the
+    # (B, N, C) output folds back to it without reading the layer's arguments.
+    grid = patch_grid(backbone, x.shape[-2:])
 
     def hook(module: nn.Module, args: tuple, output: Tensor) -> None:
-        hw_shape = args[1]
-        captured.append(output.float().norm(dim=-1).reshape(output.shape[0], *hw_shape))
+        captured.append(output.float().norm(dim=-1).reshape(output.shape[0], *grid))
 
     handle = convs[layer].register_forward_hook(hook)
     try:
@@ -96,10 +108,30 @@ def attention_saliency(backbone: nn.Module,
     try:
         if hasattr(backbone, 'forward_attention_maps'):
             return _attention_saliency(backbone, x, layer, query, **forward_kwargs)
-        from mmlinear.models.layers.dynamic_dwconv import DynamicDWConv
         if any(isinstance(m, DynamicDWConv) for m in backbone.modules()):
             return _dynamic_conv_saliency(backbone, x, layer)
     finally:
         backbone.train(was_training)
     raise TypeError(f'{type(backbone).__name__} has neither forward_attention_maps nor '
                     f'dynamic depthwise convolutions to read a saliency map from')
+
+
+def upsample_saliency(saliency: Tensor, image_hw: Tuple[int, int]) -> Tensor:
+    """Patch saliency upsampled bilinearly to pixels, cropped to the image.
+
+    The map is first upsampled to whole patches, then the padding that the patch embedding
+    added on the bottom and right is cut off, so each pixel takes its own patch's value.
+
+    Args:
+        saliency (Tensor): (B, h, w) patch saliency.
+        image_hw (tuple[int, int]): The image's (H, W), with h = ceil(H / p).
+
+    Returns:
+        Tensor: (B, H, W) float saliency.
+    """
+    patch_h = -(-image_hw[0] // saliency.shape[1])
+    patch_w = -(-image_hw[1] // saliency.shape[2])
+    full = F.interpolate(saliency[:, None].float(),
+                         size=(saliency.shape[1] * patch_h, saliency.shape[2] * patch_w),
+                         mode='bilinear', align_corners=False)[:, 0]
+    return full[:, :image_hw[0], :image_hw[1]]

@@ -1,0 +1,166 @@
+"""Measuring one benchmark case, in a fresh Python process per case.
+
+A fresh process per case keeps the peak memory of one case from leaking into the next:
+
+- CPU: after the model is built and its weights are resident, the process resets the kernel's
+  resident-set high-water mark (``/proc/self/clear_refs``) and reads its RSS; the reported
+  peak is ``VmHWM - RSS`` after the timed runs, i.e. the input, the activations and every
+  temporary, but not the weights. Where ``clear_refs`` is unavailable, ``ru_maxrss`` minus the
+  RSS after construction is used (``mem_method`` in the result says which).
+- CUDA: ``torch.cuda.max_memory_allocated`` minus the allocation after construction.
+
+Allocation failures are results (status ``'OOM'``), not errors; on the CPU ``mem_limit_gb``
+caps the worker's data segment (``RLIMIT_DATA``) so that a large case fails cleanly instead of
+pushing the machine into swap or the OOM killer.
+"""
+import json
+import os
+import os.path as osp
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Tuple
+
+from .cases import OK, image_hw
+
+RESULT_PREFIX = 'BENCHMARK_RESULT '
+
+
+def _proc_status_kib(field: str) -> int:
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith(field + ':'):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _reset_cpu_peak() -> Tuple[int, str]:
+    """Reset the RSS high-water mark if the kernel allows it; returns (baseline bytes, method)."""
+    rss = _proc_status_kib('VmRSS') * 1024
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return _proc_status_kib('VmRSS') * 1024, 'VmHWM-after-reset minus RSS'
+    except OSError:
+        return rss, 'ru_maxrss minus RSS'
+
+
+def _cpu_peak(method: str) -> int:
+    if method.startswith('VmHWM'):
+        return _proc_status_kib('VmHWM') * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _is_oom(error: BaseException) -> bool:
+    text = str(error).lower()
+    return isinstance(error, MemoryError) or 'out of memory' in text or \
+        "can't allocate memory" in text or 'cannot allocate memory' in text
+
+
+def run_case(case: dict) -> dict:
+    """Build the model and time it on one input size, in this process.
+
+    Args:
+        case (dict): ``model`` (a preset or config file), ``resolution`` (int or [H, W]),
+            ``batch``, ``dtype`` ('fp32', 'bf16', 'fp16'), ``mode`` ('forward', 'train'),
+            ``device`` ('cpu', 'cuda'), ``warmup``, ``repeats``, ``threads`` and optionally
+            ``mem_limit_gb`` (CPU only).
+
+    Returns:
+        dict: ``status`` ('ok' or 'OOM'), ``times_ms`` (one per repeat), ``median_ms``,
+        ``peak_mem_mb``, ``mem_method``, ``params`` and, for an OOM, ``error``.
+    """
+    import torch
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('mmlinear_benchmark', log_level='WARNING')
+    from mmlinear.apis.model_presets import build_backbone
+
+    if case['device'] == 'cpu':
+        torch.set_num_threads(case['threads'])
+        if case.get('mem_limit_gb'):
+            limit = int(case['mem_limit_gb'] * 2**30)
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    device = torch.device(case['device'])
+    height, width = image_hw(case['resolution'])
+    autocast_dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(case['dtype'])
+    result = dict(status=OK, times_ms=[], median_ms=None, peak_mem_mb=None, mem_method=None)
+    try:
+        model = build_backbone(case['model']).to(device)
+        model.train(case['mode'] == 'train')
+        result['params'] = sum(p.numel() for p in model.parameters())
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            baseline, method = torch.cuda.memory_allocated(), 'cuda max_memory_allocated'
+        else:
+            baseline, method = _reset_cpu_peak()
+        result['mem_method'] = method
+        x = torch.randn(case['batch'], 3, height, width, device=device)
+
+        def iteration() -> None:
+            grad = torch.enable_grad() if case['mode'] == 'train' else torch.inference_mode()
+            with grad, torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
+                                      enabled=autocast_dtype is not None):
+                outs = model(x)
+                if case['mode'] == 'train':
+                    sum(o.float().sum() for o in outs).backward()
+            if case['mode'] == 'train':
+                model.zero_grad(set_to_none=True)
+            if device.type == 'cuda':
+                torch.cuda.synchronize()
+
+        for _ in range(case['warmup']):
+            iteration()
+        for _ in range(case['repeats']):
+            start = time.perf_counter()
+            iteration()
+            result['times_ms'].append((time.perf_counter() - start) * 1e3)
+        peak = (torch.cuda.max_memory_allocated() if device.type == 'cuda' else _cpu_peak(method))
+        result['peak_mem_mb'] = max(peak - baseline, 0) / 2**20
+        result['median_ms'] = statistics.median(result['times_ms'])
+    except Exception as error:  # noqa: BLE001  (only allocation failures are recorded)
+        if not _is_oom(error):
+            raise
+        result.update(status='OOM', error=str(error).splitlines()[0][:200])
+    return result
+
+
+def launch_case(case: dict, timeout: float) -> dict:
+    """Run :func:`run_case` in a fresh interpreter and return its result.
+
+    Args:
+        case (dict): See :func:`run_case`.
+        timeout (float): Seconds after which the worker is killed.
+
+    Returns:
+        dict: The worker's result; ``status`` 'timeout' when it was killed, 'OOM' when it died
+        by a signal (the kernel's OOM killer).
+
+    Raises:
+        RuntimeError: If the worker failed otherwise, with the end of its stderr.
+    """
+    import mmlinear
+    # The worker must measure the same mmlinear as this process, wherever that was found.
+    package_root = osp.dirname(osp.dirname(osp.abspath(mmlinear.__file__)))
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(p for p in (package_root, env.get('PYTHONPATH')) if p)
+    code = 'from mmlinear.apis.benchmark.worker import worker_main; worker_main()'
+    try:
+        proc = subprocess.run([sys.executable, '-c', code, json.dumps(case)],
+                              capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return dict(status='timeout', note=f'killed after {timeout:.0f} s')
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    if proc.returncode < 0:
+        return dict(status='OOM', note=f'worker killed by signal {-proc.returncode}')
+    raise RuntimeError(f'benchmark worker failed for {case}:\n{proc.stderr[-3000:]}')
+
+
+def worker_main() -> None:
+    """Entry point of the worker process: the case is the JSON in ``sys.argv[1]``; the result
+    is printed as one ``RESULT_PREFIX`` line."""
+    print(RESULT_PREFIX + json.dumps(run_case(json.loads(sys.argv[1]))), flush=True)

@@ -17,7 +17,7 @@ from mmengine.runner import Runner
 
 from mmlinear.engine.hooks import (ElasticCoreBudgetHook, MultiResolutionHook, draw_shared,
                                    sampling_probabilities, shared_seed)
-from mmlinear.utils.runner_setup import fix_dataloaders
+from mmlinear.apis import fix_dataloaders
 
 
 def frequencies(values, choices):

@@ -15,9 +15,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher,
-                           config_scope, fix_dataloaders, load_config, parse_tool_args,
-                           prepare_launcher, set_work_dir)
+from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, config_scope,
+                           fix_dataloaders, load_config, parse_tool_args, prepare_launcher,
+                           set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:
@@ -43,8 +43,8 @@ def add_result_dump(cfg: Config, scope: str, out: str) -> None:
         raise ValueError(f'--out must be a .pkl or .pickle file for {scope}, got {out!r}')
     dump = dict(type='DumpDetResults' if scope == 'mmdet' else 'DumpResults', out_file_path=out)
     evaluators = cfg.test_evaluator
-    cfg.test_evaluator = (list(evaluators) if isinstance(evaluators, (list, tuple)) else
-                          [evaluators]) + [dump]
+    cfg.test_evaluator = (list(evaluators) if isinstance(evaluators,
+                                                         (list, tuple)) else [evaluators]) + [dump]
 
 
 def add_visualization(cfg: Config, scope: str, show_dir: str) -> None:

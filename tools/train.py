@@ -14,9 +14,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher,
-                           config_scope, enable_amp, fix_dataloaders, load_config,
-                           parse_tool_args, prepare_launcher, set_work_dir)
+from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, config_scope,
+                           enable_amp, fix_dataloaders, load_config, parse_tool_args,
+                           prepare_launcher, set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:
@@ -30,10 +30,12 @@ def parse_args() -> argparse.Namespace:
         help='resume training: from PATH, or without a value from the latest checkpoint '
         'in the work dir')
     parser.add_argument(
-        '--amp', action='store_true',
+        '--amp',
+        action='store_true',
         help='mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU)')
     parser.add_argument(
-        '--auto-scale-lr', action='store_true',
+        '--auto-scale-lr',
+        action='store_true',
         help='scale the learning rate by the actual batch size (auto_scale_lr in the config)')
     add_common_arguments(parser)
     return parse_tool_args(parser)

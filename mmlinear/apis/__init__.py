@@ -9,8 +9,8 @@ from .images import IMAGE_EXTENSIONS, list_images, load_images
 from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backbone_config,
                             build_backbone, build_classifier, input_normalization)
 from .runner_setup import (SCOPES, add_common_arguments, check_dataset_paths, close_launcher,
-                           config_scope, enable_amp, fix_dataloaders, load_config,
-                           parse_tool_args, prepare_launcher, set_work_dir)
+                           config_scope, enable_amp, fix_dataloaders, load_config, parse_tool_args,
+                           prepare_launcher, set_work_dir)
 
 __all__ = [
     'BACKBONE_PRESETS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS', 'SCOPES',

@@ -27,8 +27,8 @@ def list_images(paths: Sequence[str], max_images: Optional[int] = None) -> List[
     files = []
     for path in paths:
         if osp.isdir(path):
-            files += sorted(osp.join(path, f) for f in os.listdir(path)
-                            if f.endswith(IMAGE_EXTENSIONS))
+            files += sorted(
+                osp.join(path, f) for f in os.listdir(path) if f.endswith(IMAGE_EXTENSIONS))
         elif osp.isfile(path):
             files.append(path)
         else:

@@ -33,15 +33,22 @@ def _mmpretrain_vit(arch: Union[str, dict]) -> dict:
 
 
 BACKBONE_PRESETS: Dict[str, dict] = {
-    **{f'infvit-{size}-{attn}': _infvit(f'infvit-{size}', attn)
-       for size in ('4l', '24l', 'demo', 'test') for attn in ('linear', 'pure', 'softmax')},
-    **{f'weightformer-{arch}': dict(type='mmlinear.WeightFormer', arch=arch)
-       for arch in ('t', 's', 'b')},
+    **{
+        f'infvit-{size}-{attn}': _infvit(f'infvit-{size}', attn)
+        for size in ('4l', '24l', 'demo', 'test')
+        for attn in ('linear', 'pure', 'softmax')
+    },
+    **{
+        f'weightformer-{arch}': dict(type='mmlinear.WeightFormer', arch=arch)
+        for arch in ('t', 's', 'b')
+    },
     'weightformer-test': dict(
         type='mmlinear.WeightFormer',
         arch=dict(embed_dims=32, num_layers=4, feedforward_channels=64)),
-    **{f'veca-{arch}': dict(type='mmlinear.VECA', arch=arch)
-       for arch in ('small', 'splus', 'base', 'large')},
+    **{
+        f'veca-{arch}': dict(type='mmlinear.VECA', arch=arch)
+        for arch in ('small', 'splus', 'base', 'large')
+    },
     # Softmax baselines: mmpretrain's ViT, whose attention is F.scaled_dot_product_attention.
     'vit-4l-sdpa': _mmpretrain_vit(_VIT_4L),
     'vit-test-sdpa': _mmpretrain_vit(_VIT_TEST),
@@ -103,8 +110,10 @@ def build_backbone(model: str,
         state = state.get('state_dict', state)
         if any(key.startswith('backbone.') for key in state):
             # A whole model's checkpoint: keep the backbone, drop neck and head.
-            state = {key[len('backbone.'):]: value for key, value in state.items()
-                     if key.startswith('backbone.')}
+            state = {
+                key[len('backbone.'):]: value
+                for key, value in state.items() if key.startswith('backbone.')
+            }
         backbone.load_state_dict(state, strict=True)
     return backbone
 

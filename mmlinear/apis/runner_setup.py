@@ -20,10 +20,14 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every mmlinear tool shares: work dir, config overrides, launcher."""
     parser.add_argument('--work-dir', help='where logs (and checkpoints) go')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
         help='override config settings, e.g. train_cfg.max_epochs=1')
     parser.add_argument(
-        '--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
         help='job launcher')
     # torch.distributed.launch passes --local-rank (older: --local_rank); torchrun sets env vars.
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
@@ -99,8 +103,10 @@ def _dataset_paths(dataset: dict, key: str) -> List[Tuple[str, str]]:
     if 'dataset' in dataset:
         return _dataset_paths(dataset['dataset'], f'{key}.dataset')
     if 'datasets' in dataset:
-        return [p for i, d in enumerate(dataset['datasets'])
-                for p in _dataset_paths(d, f'{key}.datasets[{i}]')]
+        return [
+            p for i, d in enumerate(dataset['datasets'])
+            for p in _dataset_paths(d, f'{key}.datasets[{i}]')
+        ]
     root = dataset.get('data_root') or ''
     paths = [(f'{key}.data_root', root)] if root else []
     if dataset.get('ann_file'):
@@ -109,8 +115,8 @@ def _dataset_paths(dataset: dict, key: str) -> List[Tuple[str, str]]:
     prefixes = prefix.items() if isinstance(prefix, dict) else [('', prefix)] if prefix else []
     for name, value in prefixes:
         if value:
-            paths.append((f'{key}.data_prefix' + (f'.{name}' if name else ''),
-                          osp.join(root, value)))
+            paths.append(
+                (f'{key}.data_prefix' + (f'.{name}' if name else ''), osp.join(root, value)))
     return [(k, p) for k, p in paths if '://' not in p]
 
 

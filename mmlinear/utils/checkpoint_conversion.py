@@ -23,8 +23,7 @@ def load_torch_checkpoint(path: str) -> object:
     return load_checkpoint_file(path, map_location='cpu')
 
 
-def find_state_dict(checkpoint: object, wrappers: Sequence[str], path: str
-                    ) -> Dict[str, Tensor]:
+def find_state_dict(checkpoint: object, wrappers: Sequence[str], path: str) -> Dict[str, Tensor]:
     """The state dict inside a loaded checkpoint.
 
     Args:
@@ -52,8 +51,7 @@ def find_state_dict(checkpoint: object, wrappers: Sequence[str], path: str
     return state
 
 
-def strip_key_prefixes(state: Mapping[str, Tensor], prefixes: Iterable[str]
-                       ) -> Dict[str, Tensor]:
+def strip_key_prefixes(state: Mapping[str, Tensor], prefixes: Iterable[str]) -> Dict[str, Tensor]:
     """Remove any run of ``prefixes`` (e.g. ``module.`` of DDP) from the start of every key.
 
     Args:

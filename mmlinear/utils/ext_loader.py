@@ -20,9 +20,8 @@ from torch._subclasses.fake_tensor import is_fake
 # only acts at build time), e.g. to compare the two paths in one environment.
 DISABLE_ENV = 'MMLINEAR_DISABLE_EXT'
 # Every function the Python ops call; a stale build that lacks one is treated as missing.
-EXT_FUNCTIONS = ('with_cuda', 'linear_infsa_forward', 'linear_infsa_backward',
-                 'pure_infsa_forward', 'pure_infsa_backward', 'dynamic_dwconv2d_forward',
-                 'dynamic_dwconv2d_backward')
+EXT_FUNCTIONS = ('with_cuda', 'linear_infsa_forward', 'linear_infsa_backward', 'pure_infsa_forward',
+                 'pure_infsa_backward', 'dynamic_dwconv2d_forward', 'dynamic_dwconv2d_backward')
 
 
 @lru_cache(maxsize=None)

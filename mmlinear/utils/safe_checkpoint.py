@@ -74,12 +74,13 @@ def _numpy_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
     for name in ('_reconstruct', 'scalar'):
         fn = getattr(multiarray, name)
         # numpy 2 pickles as numpy._core.*, numpy 1 as numpy.core.*; accept both spellings.
-        safe += [(fn, f'numpy._core.multiarray.{name}'),
-                 (fn, f'numpy.core.multiarray.{name}')]
+        safe += [(fn, f'numpy._core.multiarray.{name}'), (fn, f'numpy.core.multiarray.{name}')]
     dtypes = getattr(np, 'dtypes', None)
     if dtypes is not None:
-        safe += [cls for cls in vars(dtypes).values()
-                 if isinstance(cls, type) and issubclass(cls, np.dtype)]
+        safe += [
+            cls for cls in vars(dtypes).values()
+            if isinstance(cls, type) and issubclass(cls, np.dtype)
+        ]
     return safe
 
 
@@ -119,8 +120,8 @@ def register_safe_checkpoint_globals() -> None:
     if _registered:
         return
     torch.serialization.add_safe_globals(
-        [HistoryBuffer, OneCycleParamScheduler, (checkpoint_getattr, 'builtins.getattr')]
-        + _numpy_globals())
+        [HistoryBuffer, OneCycleParamScheduler, (checkpoint_getattr, 'builtins.getattr')] +
+        _numpy_globals())
     CheckpointLoader.register_scheme(prefixes='', loader=load_checkpoint_file, force=True)
     _registered = True
 

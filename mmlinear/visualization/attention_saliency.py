@@ -131,7 +131,9 @@ def upsample_saliency(saliency: Tensor, image_hw: Tuple[int, int]) -> Tensor:
     """
     patch_h = -(-image_hw[0] // saliency.shape[1])
     patch_w = -(-image_hw[1] // saliency.shape[2])
-    full = F.interpolate(saliency[:, None].float(),
-                         size=(saliency.shape[1] * patch_h, saliency.shape[2] * patch_w),
-                         mode='bilinear', align_corners=False)[:, 0]
+    full = F.interpolate(
+        saliency[:, None].float(),
+        size=(saliency.shape[1] * patch_h, saliency.shape[2] * patch_w),
+        mode='bilinear',
+        align_corners=False)[:, 0]
     return full[:, :image_hw[0], :image_hw[1]]

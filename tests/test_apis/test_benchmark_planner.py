@@ -2,8 +2,8 @@
 outcomes do not depend on the machine's speed or load."""
 import pytest
 
-from mmlinear.apis.benchmark import (FlopRatio, GridSettings, SeriesPlanner, Step,
-                                     estimate_seconds, num_tokens, plan_runs, run_grid)
+from mmlinear.apis.benchmark import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds,
+                                     num_tokens, plan_runs, run_grid)
 
 
 def test_time_extrapolation_and_run_planning():
@@ -19,9 +19,9 @@ def test_time_extrapolation_and_run_planning():
     ratio = FlopRatio('infvit-test-linear')(256, 128)
     assert 3 < ratio < 4  # affine in N: 4x the tokens, a bit less than 4x the FLOPs
     assert plan_runs(None, 10, 1, 3) == (1, 3)
-    assert plan_runs(2.0, 10, 1, 3) == (1, 3)   # 8 s fit in 10 s
-    assert plan_runs(4.0, 10, 1, 3) == (1, 1)   # two runs fit: warm-up + one
-    assert plan_runs(8.0, 10, 1, 3) == (0, 1)   # one run: warm-up dropped first
+    assert plan_runs(2.0, 10, 1, 3) == (1, 3)  # 8 s fit in 10 s
+    assert plan_runs(4.0, 10, 1, 3) == (1, 1)  # two runs fit: warm-up + one
+    assert plan_runs(8.0, 10, 1, 3) == (0, 1)  # one run: warm-up dropped first
     assert num_tokens(224) == 196 and num_tokens((230, 100)) == 15 * 7
 
 
@@ -50,9 +50,9 @@ def test_a_budget_of_hours_never_skips_after_a_slow_run():
     """The case of a loaded machine: 1024 px took 2.11 s, so 2048 px extrapolates to 64 s.
     A 60 s budget skips it; a budget of hours runs it, so only its memory decides."""
     slow = ((512, 70.), (1024, 2110.))  # ms per iteration at 1,024 and 4,096 tokens
-    for budget, expected in (
-            (60, Step(run=False, note='over time budget, est. 64 s per iteration')),
-            (36000, Step(run=True, warmup=0, repeats=1))):
+    for budget, expected in ((60, Step(run=False,
+                                       note='over time budget, est. 64 s per iteration')),
+                             (36000, Step(run=True, warmup=0, repeats=1))):
         planner = SeriesPlanner(time_budget=budget, warmup=0, repeats=1)
         for resolution, ms in slow:
             assert planner.plan(resolution).run
@@ -68,32 +68,67 @@ def test_a_failed_case_stops_its_series():
 
 
 def test_grid_runs_the_planned_cases_and_records_their_results(capsys):
-    results = {512: dict(status='ok', median_ms=100., times_ms=[100.], peak_mem_mb=10.,
-                         mem_method='VmHWM-after-reset minus RSS', params=5),
-               1024: dict(status='ok', median_ms=2110., times_ms=[2110.], peak_mem_mb=150.,
-                          mem_method='VmHWM-after-reset minus RSS', params=5),
-               2048: dict(status='OOM', error="can't allocate memory")}
+    results = {
+        512:
+        dict(
+            status='ok',
+            median_ms=100.,
+            times_ms=[100.],
+            peak_mem_mb=10.,
+            mem_method='VmHWM-after-reset minus RSS',
+            params=5),
+        1024:
+        dict(
+            status='ok',
+            median_ms=2110.,
+            times_ms=[2110.],
+            peak_mem_mb=150.,
+            mem_method='VmHWM-after-reset minus RSS',
+            params=5),
+        2048:
+        dict(status='OOM', error="can't allocate memory")
+    }
     launched, saved = [], []
 
     def launch(case, timeout):
         launched.append((case, timeout))
         return results[case['resolution']]
 
-    settings = GridSettings(models=['infvit-test-pure'], resolutions=[1024, 2048, 512],
-                            dtypes=['fp32', 'fp16'], warmup=0, repeats=1, time_budget=36000,
-                            mem_limit_gb=2.5, threads=1)
-    rows = run_grid(settings, on_series_done=lambda rows: saved.append(len(rows)),
-                    launch=launch, flop_ratio=lambda model: lambda res, ref: 4.0)
-    assert [(r['dtype'], r['resolution'], r['status']) for r in rows] == [
-        ('fp32', 512, 'ok'), ('fp32', 1024, 'ok'), ('fp32', 2048, 'OOM'),
-        ('fp16', 512, 'skipped'), ('fp16', 1024, 'skipped'), ('fp16', 2048, 'skipped')]
+    settings = GridSettings(
+        models=['infvit-test-pure'],
+        resolutions=[1024, 2048, 512],
+        dtypes=['fp32', 'fp16'],
+        warmup=0,
+        repeats=1,
+        time_budget=36000,
+        mem_limit_gb=2.5,
+        threads=1)
+    rows = run_grid(
+        settings,
+        on_series_done=lambda rows: saved.append(len(rows)),
+        launch=launch,
+        flop_ratio=lambda model: lambda res, ref: 4.0)
+    assert [(r['dtype'], r['resolution'], r['status']) for r in rows] == [('fp32', 512, 'ok'),
+                                                                          ('fp32', 1024, 'ok'),
+                                                                          ('fp32', 2048, 'OOM'),
+                                                                          ('fp16', 512, 'skipped'),
+                                                                          ('fp16', 1024, 'skipped'),
+                                                                          ('fp16', 2048, 'skipped')]
     assert saved == [3, 6]
     assert [case['resolution'] for case, _ in launched] == [512, 1024, 2048]
     case, timeout = launched[0]
     assert timeout == 4 * 36000
-    assert case == dict(model='infvit-test-pure', resolution=512, batch=1, dtype='fp32',
-                        mode='forward', device='cpu', warmup=0, repeats=1, threads=1,
-                        mem_limit_gb=2.5)
+    assert case == dict(
+        model='infvit-test-pure',
+        resolution=512,
+        batch=1,
+        dtype='fp32',
+        mode='forward',
+        device='cpu',
+        warmup=0,
+        repeats=1,
+        threads=1,
+        mem_limit_gb=2.5)
     assert rows[0]['throughput_img_s'] == pytest.approx(10.) and rows[1]['peak_mem_mb'] == 150.
     assert rows[2]['note'] == "can't allocate memory" and rows[2]['median_ms'] is None
     assert all(r['note'] == 'fp16 is benchmarked on CUDA only' for r in rows[3:])

@@ -29,13 +29,31 @@ def result_rows():
     """A linear series (time and memory double with the tokens) and a failed one."""
     rows = []
     for resolution, tokens, ms in ((32, 4, 10.), (64, 16, 40.), (128, 64, 160.)):
-        rows.append(dict(model='lin', resolution=resolution, tokens=tokens, batch=1,
-                         dtype='fp32', mode='forward', device='cpu', status='ok',
-                         median_ms=ms, throughput_img_s=1e3 / ms, peak_mem_mb=ms / 10,
-                         warmup=0, repeats=1, note=''))
-        rows.append(dict(rows[-1], model='big', status='OOM' if resolution == 32 else 'skipped',
-                         median_ms=None, throughput_img_s=None, peak_mem_mb=None,
-                         note='' if resolution == 32 else 'a smaller resolution ended with OOM'))
+        rows.append(
+            dict(
+                model='lin',
+                resolution=resolution,
+                tokens=tokens,
+                batch=1,
+                dtype='fp32',
+                mode='forward',
+                device='cpu',
+                status='ok',
+                median_ms=ms,
+                throughput_img_s=1e3 / ms,
+                peak_mem_mb=ms / 10,
+                warmup=0,
+                repeats=1,
+                note=''))
+        rows.append(
+            dict(
+                rows[-1],
+                model='big',
+                status='OOM' if resolution == 32 else 'skipped',
+                median_ms=None,
+                throughput_img_s=None,
+                peak_mem_mb=None,
+                note='' if resolution == 32 else 'a smaller resolution ended with OOM'))
     return rows
 
 

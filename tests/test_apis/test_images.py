@@ -29,12 +29,16 @@ def test_folders_expand_sorted_and_files_stay_in_order(tmp_path):
 def test_images_are_resized_and_normalised(tmp_path):
     write_image(tmp_path / 'grey.png', 100)
     write_image(tmp_path / 'white.png', 255, size=(8, 8))
-    x, shown = load_images([str(tmp_path / 'grey.png'), str(tmp_path / 'white.png')], 5,
-                           mean=(100., 100., 100.), std=(155., 155., 155.))
+    x, shown = load_images(
+        [str(tmp_path / 'grey.png'), str(tmp_path / 'white.png')],
+        5,
+        mean=(100., 100., 100.),
+        std=(155., 155., 155.))
     assert x.shape == (2, 3, 5, 5) and x.dtype == torch.float32
     torch.testing.assert_close(x[0], torch.zeros(3, 5, 5))
     torch.testing.assert_close(x[1], torch.ones(3, 5, 5))
     assert shown[0].shape == (5, 5, 3) and shown[0].dtype == np.uint8
     with pytest.raises(ValueError, match='images differ in size; give --img-size'):
-        load_images([str(tmp_path / 'grey.png'), str(tmp_path / 'white.png')], None,
-                    (0., 0., 0.), (1., 1., 1.))
+        load_images(
+            [str(tmp_path / 'grey.png'), str(tmp_path / 'white.png')], None, (0., 0., 0.),
+            (1., 1., 1.))

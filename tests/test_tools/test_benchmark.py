@@ -28,8 +28,13 @@ def test_cli_records_oom_skips_and_quadratic_memory(tmp_path):
     subprocess.run([
         sys.executable, SCRIPT, '--models', 'infvit-test-pure', '--resolutions', '512', '1024',
         '2048', '--repeats', '1', '--warmup', '0', '--threads', '1', '--time-budget', HOURS,
-        '--worker-timeout', HOURS, '--mem-limit-gb', '2.5', '--fit-last', '2', '--out', str(out)
-    ], check=True, capture_output=True, text=True, env=dict(os.environ, MMLINEAR_DISABLE_EXT='1'))
+        '--worker-timeout', HOURS, '--mem-limit-gb', '2.5', '--fit-last', '2', '--out',
+        str(out)
+    ],
+                   check=True,
+                   capture_output=True,
+                   text=True,
+                   env=dict(os.environ, MMLINEAR_DISABLE_EXT='1'))
     with open(out / 'results.csv') as f:
         rows = list(csv.DictReader(f))
     assert [r['resolution'] for r in rows] == ['512', '1024', '2048']
@@ -54,18 +59,22 @@ def test_cli_time_budget_skips_with_an_estimate(tmp_path):
     ratio (over 800x), so it is over the budget however fast the 32 px pass ran."""
     out = tmp_path / 'bench'
     log = subprocess.run([
-        sys.executable, SCRIPT, '--models', 'vit-test-sdpa', '--resolutions', '32', '1024',
-        '2048', '--dtypes', 'fp32', 'fp16', '--time-budget', '1e-6', '--worker-timeout', HOURS,
-        '--threads', '1', '--out', str(out)
-    ], check=True, capture_output=True, text=True).stdout
+        sys.executable, SCRIPT, '--models', 'vit-test-sdpa', '--resolutions', '32', '1024', '2048',
+        '--dtypes', 'fp32', 'fp16', '--time-budget', '1e-6', '--worker-timeout', HOURS, '--threads',
+        '1', '--out',
+        str(out)
+    ],
+                         check=True,
+                         capture_output=True,
+                         text=True).stdout
     with open(out / 'results.json') as f:
         rows = json.load(f)['results']
     fp32 = [r for r in rows if r['dtype'] == 'fp32']
     assert [r['status'] for r in fp32] == ['ok', 'skipped', 'skipped']
     assert fp32[1]['note'].startswith('over time budget, est.')
     assert 'smaller resolution was over the time budget' in fp32[2]['note']
-    assert all(r['status'] == 'skipped' and 'CUDA only' in r['note']
-               for r in rows if r['dtype'] == 'fp16')
+    assert all(r['status'] == 'skipped' and 'CUDA only' in r['note'] for r in rows
+               if r['dtype'] == 'fp16')
     assert fp32[0]['throughput_img_s'] == pytest.approx(1e3 / fp32[0]['median_ms'])
     assert '[6/6]' in log and 'ETA' in log
     table = (out / 'results.md').read_text().splitlines()
@@ -75,6 +84,7 @@ def test_cli_time_budget_skips_with_an_estimate(tmp_path):
 
 def test_cli_rejects_unknown_models():
     proc = subprocess.run([sys.executable, SCRIPT, '--models', 'no-such-model'],
-                          capture_output=True, text=True)
+                          capture_output=True,
+                          text=True)
     assert proc.returncode != 0 and 'unknown model' in proc.stderr and 'infvit-4l-linear' \
         in proc.stderr

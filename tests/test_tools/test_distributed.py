@@ -42,15 +42,23 @@ def test_two_processes_finish_and_write_each_checkpoint_once(tiny_data, tmp_path
     audit_dir.mkdir()
     (audit_dir / 'sitecustomize.py').write_text(textwrap.dedent(WRITE_AUDIT))
     audit_log = tmp_path / 'writes.txt'
-    env = dict(os.environ, PYTHON=sys.executable, PORT=str(free_port()),
-               PYTHONPATH=f"{audit_dir}:{os.environ.get('PYTHONPATH', '')}",
-               MMLINEAR_WRITE_AUDIT=str(audit_log),
-               # torchrun options by environment: one log folder per rank
-               PET_LOG_DIR=str(tmp_path / 'ranks'), PET_TEE='3')
+    env = dict(
+        os.environ,
+        PYTHON=sys.executable,
+        PORT=str(free_port()),
+        PYTHONPATH=f"{audit_dir}:{os.environ.get('PYTHONPATH', '')}",
+        MMLINEAR_WRITE_AUDIT=str(audit_log),
+        # torchrun options by environment: one log folder per rank
+        PET_LOG_DIR=str(tmp_path / 'ranks'),
+        PET_TEE='3')
     result = subprocess.run([
-        'bash', 'tools/dist_train.sh', cls_config(tmp_path, tiny_data, epochs=2), '2',
-        '--work-dir', work_dir
-    ], cwd=REPO_ROOT, capture_output=True, text=True, env=env)
+        'bash', 'tools/dist_train.sh',
+        cls_config(tmp_path, tiny_data, epochs=2), '2', '--work-dir', work_dir
+    ],
+                            cwd=REPO_ROOT,
+                            capture_output=True,
+                            text=True,
+                            env=env)
     # torchrun exits 0 only when every rank has exited 0.
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert 'Distributed training: True' in result.stdout + result.stderr

@@ -16,8 +16,9 @@ def test_budgets_must_be_chunks_of_eight():
 def test_sweep_writes_loss_and_latency_per_budget(tiny_data, tmp_path):
     out = tmp_path / 'elastic'
     elastic_sweep.main([
-        'veca-small', '--images', osp.join(tiny_data, 'cls', 'val', 'circle'), '--max-images',
-        '2', '--img-size', '64', '--budgets', '8', '32', '64', '--repeats', '1', '--out',
+        'veca-small', '--images',
+        osp.join(tiny_data, 'cls', 'val', 'circle'), '--max-images', '2', '--img-size', '64',
+        '--budgets', '8', '32', '64', '--repeats', '1', '--out',
         str(out)
     ])
     with open(out / 'elastic_sweep.json') as f:
@@ -34,8 +35,8 @@ def test_sweep_of_a_classifier_config_reports_top1(tiny_data, tmp_path):
     elastic_sweep.main([
         'configs/demo/veca-demo_shapes-cls.py', '--img-size', '64', '--budgets', '8', '64',
         '--repeats', '1', '--cfg-options', f'test_dataloader.dataset.data_root={root}',
-        'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
-        '--out', str(out)
+        'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False', '--out',
+        str(out)
     ])
     with open(out / 'elastic_sweep.json') as f:
         rows = json.load(f)['results']

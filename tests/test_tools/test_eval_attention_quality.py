@@ -30,8 +30,8 @@ def test_roc_auc_equals_pair_counting_with_ties():
 
 def test_average_precision_by_hand():
     # Ranked: hit, miss, hit, miss -> precision 1 at recall 1/2, 2/3 at recall 1.
-    assert quality.average_precision([.9, .8, .7, .6], [1, 0, 1, 0]) == pytest.approx(
-        .5 * 1 + .5 * 2 / 3)
+    assert quality.average_precision([.9, .8, .7, .6],
+                                     [1, 0, 1, 0]) == pytest.approx(.5 * 1 + .5 * 2 / 3)
     # A tie between a hit and a miss is one threshold: precision 1/2 at recall 1.
     assert quality.average_precision([.5, .5], [1, 0]) == pytest.approx(.5)
     assert np.isnan(quality.average_precision([.1, .2], [0, 0]))
@@ -99,7 +99,8 @@ def test_cli_on_the_bundled_coco_boxes(tiny_data, tmp_path):
         'configs/demo/infvit-demo-linear_shapes-cls.py', '--images',
         osp.join(tiny_data, 'coco', 'images', 'val'), '--boxes',
         osp.join(tiny_data, 'coco', 'annotations', 'instances_val.json'), '--max-images', '4',
-        '--img-size', '64', '--steps', '4', '--batch-size', '2', '--out', str(out)
+        '--img-size', '64', '--steps', '4', '--batch-size', '2', '--out',
+        str(out)
     ])
     with open(out / 'quality.json') as f:
         result = json.load(f)

@@ -6,8 +6,10 @@ get_flops = load_tool('get_flops')
 
 def test_cli_writes_the_markdown_table_beside_the_references(tmp_path, capsys):
     out = tmp_path / 'flops.md'
-    get_flops.main(['--models', 'weightformer-test', 'weightformer-t', '--resolutions', '64',
-                    '224', '--out', str(out)])
+    get_flops.main([
+        '--models', 'weightformer-test', 'weightformer-t', '--resolutions', '64', '224', '--out',
+        str(out)
+    ])
     table = out.read_text().splitlines()
     assert table[0].startswith('| model | resolution | patch tokens |')
     assert len(table) == 2 + 4

@@ -9,10 +9,10 @@ import tempfile
 import time
 
 import torch
-
-import mmlinear  # noqa: F401  (checkpoints load under the weights-only allowlist)
 from conftest import REPO_ROOT
 from test_train_test_e2e import cls_config, last_checkpoint, run
+
+import mmlinear  # noqa: F401  (checkpoints load under the weights-only allowlist)
 
 
 def digest(path):
@@ -29,8 +29,8 @@ def kill_after_checkpoint(command, work_dir, epoch):
     """
     # stderr goes to a file, not a pipe: a full pipe would block the run, and so this wait.
     with tempfile.TemporaryFile('w+') as stderr:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                                   stderr=stderr, text=True)
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
         marker = osp.join(work_dir, 'last_checkpoint')
         while process.poll() is None:
             if osp.exists(marker):
@@ -49,21 +49,28 @@ def test_sigkill_then_resume_continues_with_the_saved_state(tiny_data, tmp_path)
     work_dir = str(tmp_path / 'work')
     # Far more epochs than can pass before the kill: the run cannot finish on its own.
     config = cls_config(tmp_path, tiny_data, epochs=100)
-    saved_epoch = kill_after_checkpoint(
-        [sys.executable, 'tools/train.py', config, '--work-dir', work_dir,
-         '--cfg-options', 'default_hooks.checkpoint.max_keep_ckpts=-1'], work_dir, epoch=2)
+    saved_epoch = kill_after_checkpoint([
+        sys.executable, 'tools/train.py', config, '--work-dir', work_dir, '--cfg-options',
+        'default_hooks.checkpoint.max_keep_ckpts=-1'
+    ],
+                                        work_dir,
+                                        epoch=2)
     killed_at = last_checkpoint(work_dir)
     saved = torch.load(killed_at, map_location='cpu', weights_only=True)
     saved_iter = saved['meta']['iter']
     saved_steps = {k: v['step'].item() for k, v in saved['optimizer']['state'].items()}
     assert saved['meta']['epoch'] == saved_epoch and saved_iter > 0
     assert set(saved_steps.values()) == {saved_iter}  # AdamW has stepped once per iteration
-    before = {name: digest(osp.join(work_dir, name))
-              for name in os.listdir(work_dir) if name.endswith('.pth')}
+    before = {
+        name: digest(osp.join(work_dir, name))
+        for name in os.listdir(work_dir) if name.endswith('.pth')
+    }
 
     final_epoch = saved_epoch + 2
-    log = run(['tools/train.py', config, '--work-dir', work_dir, '--resume', '--cfg-options',
-               f'train_cfg.max_epochs={final_epoch}', 'default_hooks.checkpoint.max_keep_ckpts=-1'])
+    log = run([
+        'tools/train.py', config, '--work-dir', work_dir, '--resume', '--cfg-options',
+        f'train_cfg.max_epochs={final_epoch}', 'default_hooks.checkpoint.max_keep_ckpts=-1'
+    ])
     assert f'resumed epoch: {saved_epoch}, iter: {saved_iter}' in log
     final = torch.load(last_checkpoint(work_dir), map_location='cpu', weights_only=True)
     assert final['meta']['epoch'] == final_epoch

@@ -23,11 +23,13 @@ def digest(root):
 
 def test_generation_is_deterministic_and_formats_are_valid(tiny_data, tmp_path):
     again = tmp_path / 'again'
-    subprocess.run([sys.executable, SCRIPT, '--out', str(again), '--scale', '0.05'], check=True,
+    subprocess.run([sys.executable, SCRIPT, '--out',
+                    str(again), '--scale', '0.05'],
+                   check=True,
                    capture_output=True)
     assert digest(tiny_data) == digest(str(again))
-    assert sorted(os.listdir(osp.join(tiny_data, 'cls', 'train'))) == [
-        'circle', 'square', 'triangle']
+    assert sorted(os.listdir(osp.join(tiny_data, 'cls',
+                                      'train'))) == ['circle', 'square', 'triangle']
     assert sorted(os.listdir(osp.join(tiny_data, 'relation', 'val'))) == ['different', 'same']
     with open(osp.join(tiny_data, 'coco', 'annotations', 'instances_train.json')) as f:
         coco = json.load(f)
@@ -43,12 +45,14 @@ def test_generation_is_deterministic_and_formats_are_valid(tiny_data, tmp_path):
 
 def test_second_run_is_a_no_op_and_foreign_folders_are_kept(tiny_data, tmp_path):
     result = subprocess.run([sys.executable, SCRIPT, '--out', tiny_data, '--scale', '0.05'],
-                            check=True, capture_output=True, text=True)
+                            check=True,
+                            capture_output=True,
+                            text=True)
     assert 'is complete' in result.stdout
     foreign = tmp_path / 'mine'
     foreign.mkdir()
     (foreign / 'keep.txt').write_text('user data')
-    result = subprocess.run([sys.executable, SCRIPT, '--out', str(foreign)], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, SCRIPT, '--out', str(foreign)], capture_output=True, text=True)
     assert result.returncode != 0 and 'was not written by this script' in result.stderr
     assert (foreign / 'keep.txt').read_text() == 'user data'

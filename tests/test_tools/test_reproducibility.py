@@ -5,9 +5,11 @@ from test_train_test_e2e import cls_config, run, scalars_file
 
 
 def loss_curve(config, work_dir, seed):
-    run(['tools/train.py', config, '--work-dir', work_dir, '--cfg-options',
-         f'randomness.seed={seed}', 'randomness.deterministic=True',
-         'default_hooks.logger.interval=1'])
+    run([
+        'tools/train.py', config, '--work-dir', work_dir, '--cfg-options',
+        f'randomness.seed={seed}', 'randomness.deterministic=True',
+        'default_hooks.logger.interval=1'
+    ])
     with open(scalars_file(work_dir)) as f:
         return [json.loads(line)['loss'] for line in f if '"loss"' in line]
 

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 
 import mmlinear  # noqa: F401  (checkpoints load under the weights-only allowlist)
-from conftest import REPO_ROOT
 
 DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
 
@@ -24,7 +24,8 @@ def write_config(tmp_path, name: str, body: str) -> str:
 
 
 def cls_config(tmp_path, data, epochs=2):
-    return write_config(tmp_path, 'cls.py', f'''
+    return write_config(
+        tmp_path, 'cls.py', f'''
         _base_ = ['{DEMO}/infvit-demo-linear_shapes-cls.py']
         model = dict(backbone=dict(arch='infvit-test'), head=dict(in_channels=32))
         train_dataloader = dict(batch_size=16, num_workers=0,
@@ -37,7 +38,8 @@ def cls_config(tmp_path, data, epochs=2):
 
 
 def det_config(tmp_path, data):
-    return write_config(tmp_path, 'det.py', f'''
+    return write_config(
+        tmp_path, 'det.py', f'''
         _base_ = ['{DEMO}/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py']
         model = dict(backbone=dict(arch='infvit-test'), neck=dict(in_channels=32),
                      test_cfg=dict(rcnn=dict(score_thr=0.0)))
@@ -55,7 +57,8 @@ def det_config(tmp_path, data):
 
 
 def seg_config(tmp_path, data):
-    return write_config(tmp_path, 'seg.py', f'''
+    return write_config(
+        tmp_path, 'seg.py', f'''
         _base_ = ['{DEMO}/upernet_infvit-demo-linear_shapes-ade.py']
         model = dict(backbone=dict(arch='infvit-test'), neck=dict(in_channels=32),
                      decode_head=dict(in_channels=[8, 16, 32, 32]),
@@ -71,8 +74,8 @@ def seg_config(tmp_path, data):
 
 
 def run(args, cwd=REPO_ROOT, env=None):
-    result = subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True, text=True,
-                            env=env)
+    result = subprocess.run(
+        [sys.executable] + args, cwd=cwd, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout + result.stderr
 
@@ -90,11 +93,13 @@ def train_then_test(config, task, tmp_path):
     run(['tools/train.py', config, '--work-dir', work_dir])
     checkpoint = last_checkpoint(work_dir)
     out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
-    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'),
-         '--out', out])
+    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'), '--out', out])
     metrics = read_test_metrics(str(tmp_path / 'test'))
-    expected = {'cls': ['accuracy/top1'], 'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
-                'seg': ['mIoU', 'aAcc']}[task]
+    expected = {
+        'cls': ['accuracy/top1'],
+        'det': ['coco/bbox_mAP', 'coco/segm_mAP'],
+        'seg': ['mIoU', 'aAcc']
+    }[task]
     for key in expected:
         assert key in metrics and metrics[key] >= 0
     assert osp.isdir(out) and os.listdir(out) if task == 'seg' else osp.getsize(out) > 0
@@ -122,13 +127,18 @@ def test_resume_continues_from_the_saved_epoch(tiny_data, tmp_path):
     run(['tools/train.py', cls_config(tmp_path, tiny_data, epochs=1), '--work-dir', work_dir])
     first = last_checkpoint(work_dir)
     assert first.endswith('epoch_1.pth')
-    log = run(['tools/train.py', cls_config(tmp_path, tiny_data, epochs=2), '--work-dir',
-               work_dir, '--resume'])
+    log = run([
+        'tools/train.py',
+        cls_config(tmp_path, tiny_data, epochs=2), '--work-dir', work_dir, '--resume'
+    ])
     assert 'resumed epoch: 1' in log
     assert last_checkpoint(work_dir).endswith('epoch_2.pth') and osp.exists(first)
     # An explicit path resumes from that file.
-    log = run(['tools/train.py', cls_config(tmp_path, tiny_data, epochs=2), '--work-dir',
-               str(tmp_path / 'other'), '--resume', first])
+    log = run([
+        'tools/train.py',
+        cls_config(tmp_path, tiny_data, epochs=2), '--work-dir',
+        str(tmp_path / 'other'), '--resume', first
+    ])
     assert 'resumed epoch: 1' in log
 
 
@@ -136,8 +146,10 @@ def test_resume_continues_from_the_saved_epoch(tiny_data, tmp_path):
 def test_amp_on_cpu_trains(task, tiny_data, tmp_path):
     config = {'cls': cls_config, 'det': det_config, 'seg': seg_config}[task](tmp_path, tiny_data)
     work_dir = str(tmp_path / 'work')
-    run(['tools/train.py', config, '--work-dir', work_dir, '--amp', '--cfg-options',
-         'default_hooks.logger.interval=1'])
+    run([
+        'tools/train.py', config, '--work-dir', work_dir, '--amp', '--cfg-options',
+        'default_hooks.logger.interval=1'
+    ])
     assert osp.exists(last_checkpoint(work_dir))
     dumped = open(osp.join(work_dir, f'{task}.py')).read()
     assert "type='mmlinear.CPUAmpOptimWrapper'" in dumped
@@ -146,12 +158,17 @@ def test_amp_on_cpu_trains(task, tiny_data, tmp_path):
 
 
 def test_bad_arguments_fail_clearly(tmp_path):
-    result = subprocess.run([sys.executable, 'tools/train.py', 'configs/nope.py'], cwd=REPO_ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run([sys.executable, 'tools/train.py', 'configs/nope.py'],
+                            cwd=REPO_ROOT,
+                            capture_output=True,
+                            text=True)
     assert result.returncode != 0 and 'config file not found: configs/nope.py' in result.stderr
-    result = subprocess.run([sys.executable, 'tools/test.py',
-                             f'{DEMO}/infvit-demo-linear_shapes-cls.py', 'missing.pth'],
-                            cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run([
+        sys.executable, 'tools/test.py', f'{DEMO}/infvit-demo-linear_shapes-cls.py', 'missing.pth'
+    ],
+                            cwd=REPO_ROOT,
+                            capture_output=True,
+                            text=True)
     assert result.returncode != 0 and 'checkpoint not found: missing.pth' in result.stderr
 
 
@@ -159,10 +176,14 @@ def test_bad_arguments_fail_clearly(tmp_path):
 def test_config_pointing_at_missing_data_fails_before_building(tool, tmp_path):
     config = det_config(tmp_path, str(tmp_path / 'nowhere'))
     args = ['tools/train.py', config] if tool == 'train' else [
-        'tools/test.py', config, str(tmp_path / 'unused.pth')]
+        'tools/test.py', config, str(tmp_path / 'unused.pth')
+    ]
     (tmp_path / 'unused.pth').write_bytes(b'')
-    result = subprocess.run([sys.executable] + args + ['--work-dir', str(tmp_path / 'w')],
-                            cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable] + args + ['--work-dir', str(tmp_path / 'w')],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True)
     assert result.returncode != 0
     assert 'the config points at data that does not exist' in result.stderr
     loader = 'train_dataloader' if tool == 'train' else 'test_dataloader'
@@ -187,7 +208,8 @@ WFM_TINY = "dict(embed_dims=32, num_layers=2, feedforward_channels=128)"  # bloc
 def wfm_config(tmp_path, data, task):
     """The WeightFormer demo config of ``task`` with a 2-block, 32-wide backbone."""
     if task == 'cls':
-        return write_config(tmp_path, 'wfm_cls.py', f'''
+        return write_config(
+            tmp_path, 'wfm_cls.py', f'''
             _base_ = ['{DEMO}/weightformer-demo_shapes-cls.py']
             model = dict(backbone=dict(arch={WFM_TINY}), head=dict(in_channels=32))
             train_dataloader = dict(batch_size=16, num_workers=0, persistent_workers=False,
@@ -199,7 +221,8 @@ def wfm_config(tmp_path, data, task):
             default_hooks = dict(checkpoint=dict(interval=1, max_keep_ckpts=3))
         ''')
     if task == 'det':
-        return write_config(tmp_path, 'wfm_det.py', f'''
+        return write_config(
+            tmp_path, 'wfm_det.py', f'''
             _base_ = ['{DEMO}/mask-rcnn_weightformer-demo_fpn_shapes-coco.py']
             model = dict(backbone=dict(arch={WFM_TINY}), neck=dict(in_channels=32),
                          test_cfg=dict(rcnn=dict(score_thr=0.0)))
@@ -214,7 +237,8 @@ def wfm_config(tmp_path, data, task):
             train_cfg = dict(max_epochs=1, val_interval=1)
             default_hooks = dict(checkpoint=dict(interval=1))
         ''')
-    return write_config(tmp_path, 'wfm_seg.py', f'''
+    return write_config(
+        tmp_path, 'wfm_seg.py', f'''
         _base_ = ['{DEMO}/upernet_weightformer-demo_shapes-ade.py']
         model = dict(backbone=dict(arch={WFM_TINY}), neck=dict(in_channels=32),
                      decode_head=dict(in_channels=[8, 16, 32, 32]),
@@ -232,7 +256,8 @@ def wfm_config(tmp_path, data, task):
 # The det / seg runs (about 45 s each) repeat the InfViT ones' mmdet / mmseg plumbing with
 # another backbone, which tests/test_configs builds and runs forward: opt-in, as VECA's.
 @pytest.mark.parametrize('task', [
-    'cls', pytest.param('det', marks=pytest.mark.slow),
+    'cls',
+    pytest.param('det', marks=pytest.mark.slow),
     pytest.param('seg', marks=pytest.mark.slow)
 ])
 def test_weightformer_train_then_test(task, tiny_data, tmp_path):

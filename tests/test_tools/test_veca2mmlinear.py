@@ -9,16 +9,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from analysis_tools_loader import load_tool
+from conftest import REPO_ROOT
 from mmengine.runner import load_checkpoint
 from torch import nn
 
-from analysis_tools_loader import load_tool
-from conftest import REPO_ROOT
 from mmlinear.models import VECA
 
 SCRIPT = osp.join(REPO_ROOT, 'tools', 'model_converters', 'veca2mmlinear.py')
 ARCH = dict(embed_dims=128, num_layers=2, num_heads=4, feedforward_channels=192)
-
 
 CONVERTER = load_tool('veca2mmlinear', osp.dirname(SCRIPT))
 
@@ -51,13 +50,24 @@ def save_released(model, path, prefix='module.', config=True):
     """The layout of the official ``save_ckpt``: the student state dict (here saved from a
     DDP wrapper, hence ``module.``) next to the config and training states."""
     payload = {
-        'student': {prefix + k: v.clone() for k, v in model.state_dict().items()},
-        'optimizer': {'state': {}, 'param_groups': [{'lr': 4e-4, 'params': [0, 1]}]},
+        'student': {
+            prefix + k: v.clone()
+            for k, v in model.state_dict().items()
+        },
+        'optimizer': {
+            'state': {},
+            'param_groups': [{
+                'lr': 4e-4,
+                'params': [0, 1]
+            }]
+        },
         'epoch': 3,
     }
     if config:
-        payload['config'] = dict(num_heads=ARCH['num_heads'], hidden_dim=ARCH['embed_dims'],
-                                 nested_budgets=(8, 16, 24, 32, 40, 48, 56, 64))
+        payload['config'] = dict(
+            num_heads=ARCH['num_heads'],
+            hidden_dim=ARCH['embed_dims'],
+            nested_budgets=(8, 16, 24, 32, 40, 48, 56, 64))
     torch.save(payload, str(path))
 
 
@@ -94,8 +104,8 @@ def test_convert_and_load_strict(tmp_path, prefix, out_channels):
     # As configs load it: mmengine's load_checkpoint with the backbone prefix.
     backbone = VECA(arch=ARCH, out_channels=out_channels, init_cfg=None).eval()
     load_checkpoint(backbone, str(dst), revise_keys=[(r'^backbone\.', '')], strict=True)
-    torch.testing.assert_close(features(backbone, x)['patches'], expected['patches'], atol=0,
-                               rtol=0)
+    torch.testing.assert_close(
+        features(backbone, x)['patches'], expected['patches'], atol=0, rtol=0)
 
 
 def test_plain_state_dict_without_config_infers_the_heads(tmp_path):
@@ -126,8 +136,10 @@ def test_refuses_to_overwrite_without_force(tmp_path):
 
 
 def test_missing_and_unexpected_keys_are_listed(tmp_path):
-    state = {k: v for k, v in source_model().state_dict().items()
-             if k != 'blocks.1.attn.k_proj.bias'}
+    state = {
+        k: v
+        for k, v in source_model().state_dict().items() if k != 'blocks.1.attn.k_proj.bias'
+    }
     state['blocks.0.extra.weight'] = torch.zeros(3)
     state['pos_alpha'] = torch.zeros(5)
     src = tmp_path / 'bad.pt'
@@ -162,11 +174,11 @@ def test_command_line(tmp_path):
     save_released(source, src)
     num_tensors = len(source.state_dict())
     dst = tmp_path / 'out.pth'
-    result = subprocess.run([sys.executable, SCRIPT, str(src), str(dst)], cwd=REPO_ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, SCRIPT, str(src), str(dst)], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert f'converted {num_tensors} tensors' in result.stdout
     assert len(torch.load(str(dst), weights_only=True)['state_dict']) == num_tensors
-    result = subprocess.run([sys.executable, SCRIPT, str(src), str(dst)], cwd=REPO_ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, SCRIPT, str(src), str(dst)], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode == 1 and '--force' in result.stderr

@@ -10,10 +10,10 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from mmengine.runner import load_checkpoint
+from test_train_test_e2e import DEMO, last_checkpoint, run, train_then_test, write_config
 
 from mmlinear.engine.hooks import ElasticCoreBudgetHook
 from mmlinear.registry import MODELS
-from test_train_test_e2e import DEMO, last_checkpoint, run, train_then_test, write_config
 
 LOADERS = '''
 train_dataloader = dict(batch_size={batch}, num_workers=0, persistent_workers=False,
@@ -26,7 +26,8 @@ test_dataloader = val_dataloader
 def veca_config(tmp_path, data, task):
     """The VECA demo config of ``task`` with the 'test' preset and tiny schedules."""
     if task == 'cls':
-        return write_config(tmp_path, 'veca_cls.py', f'''
+        return write_config(
+            tmp_path, 'veca_cls.py', f'''
             _base_ = ['{DEMO}/veca-demo_shapes-cls.py']
             model = dict(backbone=dict(arch='test'), head=dict(in_channels=64))
             {LOADERS.format(batch=16, root=f"{data}/cls").strip()}
@@ -34,7 +35,8 @@ def veca_config(tmp_path, data, task):
             default_hooks = dict(checkpoint=dict(interval=1))
         '''.replace('\n            ', '\n'))
     if task == 'det':
-        return write_config(tmp_path, 'veca_det.py', f'''
+        return write_config(
+            tmp_path, 'veca_det.py', f'''
             _base_ = ['{DEMO}/mask-rcnn_veca-demo_fpn_shapes-coco.py']
             model = dict(backbone=dict(arch='test'), neck=dict(in_channels=64),
                          test_cfg=dict(rcnn=dict(score_thr=0.0)))
@@ -44,7 +46,8 @@ def veca_config(tmp_path, data, task):
             train_cfg = dict(max_epochs=1, val_interval=1)
             default_hooks = dict(checkpoint=dict(interval=1))
         '''.replace('\n            ', '\n'))
-    return write_config(tmp_path, 'veca_seg.py', f'''
+    return write_config(
+        tmp_path, 'veca_seg.py', f'''
         _base_ = ['{DEMO}/upernet_veca-demo_shapes-ade.py']
         model = dict(backbone=dict(arch='test'), neck=dict(in_channels=64),
                      decode_head=dict(in_channels=[16, 32, 64, 64]),
@@ -58,7 +61,8 @@ def veca_config(tmp_path, data, task):
 # det and seg take 70-80 s on 2 busy cores (two processes each, mmdet/mmseg imports, COCO
 # evaluation); the configs are also built and run forward in tests/test_configs.
 @pytest.mark.parametrize('task', [
-    'cls', pytest.param('det', marks=pytest.mark.slow),
+    'cls',
+    pytest.param('det', marks=pytest.mark.slow),
     pytest.param('seg', marks=pytest.mark.slow)
 ])
 def test_veca_train_then_test(task, tiny_data, tmp_path):
@@ -69,7 +73,8 @@ def test_veca_train_then_test(task, tiny_data, tmp_path):
 
 
 def distill_config(tmp_path, data):
-    return write_config(tmp_path, 'veca_distill.py', f'''
+    return write_config(
+        tmp_path, 'veca_distill.py', f'''
         _base_ = ['{DEMO}/veca-demo_distill_shapes.py']
         model = dict(student=dict(arch='test'))
         train_dataloader = dict(batch_size=8, num_workers=0, persistent_workers=False,
@@ -80,8 +85,10 @@ def distill_config(tmp_path, data):
 
 
 def read_train_log(work_dir):
-    logs = [osp.join(root, name) for root, _, names in os.walk(work_dir) for name in names
-            if name.endswith('.json')]
+    logs = [
+        osp.join(root, name) for root, _, names in os.walk(work_dir) for name in names
+        if name.endswith('.json')
+    ]
     with open(logs[0]) as f:
         return [json.loads(line) for line in f if 'loss' in line]
 
@@ -106,11 +113,15 @@ def test_veca_distillation_trains_and_its_student_reloads(tiny_data, tmp_path):
     model = MODELS.build(cfg.model)
     load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
     saved = torch.load(checkpoint, map_location='cpu', weights_only=True)['state_dict']
-    torch.testing.assert_close(model.student.query_token_chunks[0], saved[
-        'student.query_token_chunks.0'])
-    backbone = MODELS.build(dict(
-        type='mmlinear.VECA', arch='test', out_channels=64, out_type='cls_token',
-        init_cfg=dict(type='Pretrained', checkpoint=checkpoint, prefix='student.')))
+    torch.testing.assert_close(model.student.query_token_chunks[0],
+                               saved['student.query_token_chunks.0'])
+    backbone = MODELS.build(
+        dict(
+            type='mmlinear.VECA',
+            arch='test',
+            out_channels=64,
+            out_type='cls_token',
+            init_cfg=dict(type='Pretrained', checkpoint=checkpoint, prefix='student.')))
     backbone.init_weights()
     for key, value in backbone.state_dict().items():
         torch.testing.assert_close(value, saved[f'student.{key}'])

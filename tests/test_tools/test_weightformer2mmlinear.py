@@ -6,10 +6,10 @@ import sys
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from mmengine.registry import MODELS, init_default_scope
 
 import mmlinear  # noqa: F401
-from conftest import REPO_ROOT
 from mmlinear.models import WeightFormer
 
 SCRIPT = osp.join(REPO_ROOT, 'tools', 'model_converters', 'weightformer2mmlinear.py')
@@ -17,8 +17,8 @@ HAS_SAFETENSORS = importlib.util.find_spec('safetensors') is not None
 
 
 def run_converter(src, dst):
-    return subprocess.run([sys.executable, SCRIPT, str(src), str(dst)], cwd=REPO_ROOT,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, SCRIPT, str(src), str(dst)], cwd=REPO_ROOT, capture_output=True, text=True)
 
 
 @pytest.fixture(scope='module')
@@ -65,8 +65,10 @@ def save_source(state, path, wrapper):
     ('wfm_t.pth', None),
     ('wfm_t_model.pth', 'model'),
     ('wfm_t_sd.pth', 'state_dict'),
-    pytest.param('model.safetensors', None,
-                 marks=pytest.mark.skipif(not HAS_SAFETENSORS, reason='no safetensors')),
+    pytest.param(
+        'model.safetensors',
+        None,
+        marks=pytest.mark.skipif(not HAS_SAFETENSORS, reason='no safetensors')),
 ])
 def test_convert_and_load(tmp_path, released, name, wrapper):
     src = tmp_path / name

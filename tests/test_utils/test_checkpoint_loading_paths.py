@@ -10,10 +10,10 @@ import sys
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from mmengine.runner import CheckpointLoader, load_checkpoint
 
 import mmlinear  # noqa: F401  (registers the allowlist)
-from conftest import REPO_ROOT
 from mmlinear.models.backbones import InfViT
 
 DEMO_CLS = osp.join(REPO_ROOT, 'configs', 'demo', 'infvit-demo-linear_shapes-cls.py')
@@ -34,8 +34,14 @@ def evil(tmp_path):
     target = tmp_path / 'pwned.txt'
     path = tmp_path / 'evil.pth'
     model = InfViT(arch='infvit-test')
-    torch.save(dict(state_dict={f'backbone.{k}': v for k, v in model.state_dict().items()},
-                    meta=dict(epoch=1, iter=1), payload=CreatesFile(str(target))), path)
+    torch.save(
+        dict(
+            state_dict={
+                f'backbone.{k}': v
+                for k, v in model.state_dict().items()
+            },
+            meta=dict(epoch=1, iter=1),
+            payload=CreatesFile(str(target))), path)
     return str(path), target
 
 
@@ -46,22 +52,25 @@ def test_python_loading_paths_refuse(evil):
         torch.load(path)
     assert not target.exists()
     loaders = {
-        'CheckpointLoader': lambda: CheckpointLoader.load_checkpoint(path, map_location='cpu'),
-        'load_checkpoint': lambda: load_checkpoint(model, path, map_location='cpu'),
-        'init_cfg Pretrained': lambda: InfViT(
+        'CheckpointLoader':
+        lambda: CheckpointLoader.load_checkpoint(path, map_location='cpu'),
+        'load_checkpoint':
+        lambda: load_checkpoint(model, path, map_location='cpu'),
+        'init_cfg Pretrained':
+        lambda: InfViT(
             arch='infvit-test',
             init_cfg=dict(type='Pretrained', checkpoint=path, prefix='backbone.')).init_weights(),
     }
     for name, load in loaders.items():
-        with pytest.raises(Exception, match=f'refusing to load checkpoint {path}: it holds the '
-                           'global io.open'):
+        with pytest.raises(
+                Exception, match=f'refusing to load checkpoint {path}: it holds the '
+                'global io.open'):
             load()
         assert not target.exists(), name
 
 
 def tool_fails(args, target):
-    result = subprocess.run([sys.executable] + args, cwd=REPO_ROOT, capture_output=True,
-                            text=True)
+    result = subprocess.run([sys.executable] + args, cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode != 0
     assert not target.exists()
     return result.stderr
@@ -72,16 +81,21 @@ def test_tools_refuse_with_a_clear_error(tool, evil, tmp_path, tiny_data):
     path, target = evil
     work_dir = str(tmp_path / 'work')
     # The tools check that the data exists before they load anything: point them at real data.
-    data = [f'{loader}.dataset.data_root={tiny_data}/cls'
-            for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader')]
+    data = [
+        f'{loader}.dataset.data_root={tiny_data}/cls'
+        for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader')
+    ]
     args = {
         'test': ['tools/test.py', DEMO_CLS, path, '--work-dir', work_dir, '--cfg-options'] + data,
-        'resume': ['tools/train.py', DEMO_CLS, '--work-dir', work_dir, '--resume', path,
-                   '--cfg-options'] + data,
-        'load_from': ['tools/train.py', DEMO_CLS, '--work-dir', work_dir,
-                      '--cfg-options', f'load_from={path}'] + data,
-        'converter': ['tools/model_converters/weightformer2mmlinear.py', path,
-                      str(tmp_path / 'out.pth')],
+        'resume':
+        ['tools/train.py', DEMO_CLS, '--work-dir', work_dir, '--resume', path, '--cfg-options'] +
+        data,
+        'load_from':
+        ['tools/train.py', DEMO_CLS, '--work-dir', work_dir, '--cfg-options', f'load_from={path}'] +
+        data,
+        'converter':
+        ['tools/model_converters/weightformer2mmlinear.py', path,
+         str(tmp_path / 'out.pth')],
     }[tool]
     stderr = tool_fails(args, target)
     assert f'refusing to load checkpoint {path}' in stderr, stderr[-2000:]

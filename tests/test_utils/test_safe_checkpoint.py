@@ -19,8 +19,9 @@ def mmengine_like_checkpoint():
     return dict(
         meta=dict(seed=np.int64(3), dataset_meta=dict(classes=('a', 'b'))),
         state_dict=dict(w=torch.ones(2)),
-        message_hub=dict(log_scalars={'train/loss': buffer},
-                         runtime_info=dict(arr=np.arange(3, dtype=np.float32))))
+        message_hub=dict(
+            log_scalars={'train/loss': buffer},
+            runtime_info=dict(arr=np.arange(3, dtype=np.float32))))
 
 
 def test_mmengine_checkpoint_loads_with_weights_only(tmp_path):
@@ -64,9 +65,9 @@ def test_malicious_checkpoint_is_refused(tmp_path):
 def test_restricted_getattr():
     assert checkpoint_getattr(HistoryBuffer, 'mean') is HistoryBuffer.mean
     assert checkpoint_getattr(OneCycleParamScheduler,
-                                  '_annealing_cos') is OneCycleParamScheduler._annealing_cos
+                              '_annealing_cos') is OneCycleParamScheduler._annealing_cos
     for obj, name in ((HistoryBuffer, '__init__'), (HistoryBuffer, '_log_history'), (os, 'system'),
-                      ('', '__class__'), (OneCycleParamScheduler, '__init__'),
-                      (OneCycleParamScheduler, 'step')):
+                      ('', '__class__'), (OneCycleParamScheduler,
+                                          '__init__'), (OneCycleParamScheduler, 'step')):
         with pytest.raises(Exception, match='refusing getattr'):
             checkpoint_getattr(obj, name)

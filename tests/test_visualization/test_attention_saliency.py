@@ -18,10 +18,10 @@ def test_saliency_reads_the_patch_part_of_the_attention():
 
     pure = build_backbone('infvit-test-pure')
     rows = pure.forward_attention_maps(x)[0]  # (B, H, 1 + N, 1 + N)
-    torch.testing.assert_close(attention_saliency(pure, x, layer=0, query='first').flatten(1),
-                               rows[:, :, 0, 1:].mean(1))
-    torch.testing.assert_close(attention_saliency(pure, x, layer=0).flatten(1),
-                               rows[:, :, :, 1:].mean((1, 2)))
+    torch.testing.assert_close(
+        attention_saliency(pure, x, layer=0, query='first').flatten(1), rows[:, :, 0, 1:].mean(1))
+    torch.testing.assert_close(
+        attention_saliency(pure, x, layer=0).flatten(1), rows[:, :, :, 1:].mean((1, 2)))
 
 
 def test_veca_saliency_is_the_first_core_or_the_mean_core_row():
@@ -33,8 +33,8 @@ def test_veca_saliency_is_the_first_core_or_the_mean_core_row():
     first = attention_saliency(veca, x, query='first', active_cores=8)
     assert first.shape == (1, 3, 5)
     torch.testing.assert_close(first.flatten(1), rows[:, :, 0, 8:].mean(1))
-    torch.testing.assert_close(attention_saliency(veca, x, active_cores=8).flatten(1),
-                               rows[:, :, :, 8:].mean((1, 2)))
+    torch.testing.assert_close(
+        attention_saliency(veca, x, active_cores=8).flatten(1), rows[:, :, :, 8:].mean((1, 2)))
 
 
 def test_weightformer_saliency_is_the_dynamic_convolution_response():

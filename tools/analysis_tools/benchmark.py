@@ -28,39 +28,65 @@ from dataclasses import fields
 from typing import List, Optional, Sequence
 
 from mmlinear.apis import backbone_config
-from mmlinear.apis.benchmark import (DEVICES, DTYPES, MODES, GridSettings, fit_line,
-                                     machine_info, run_grid, summarize_fits, write_outputs)
+from mmlinear.apis.benchmark import (DEVICES, DTYPES, MODES, GridSettings, fit_line, machine_info,
+                                     run_grid, summarize_fits, write_outputs)
 
 DEFAULTS = GridSettings()
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--models', nargs='+', default=DEFAULTS.models,
-                        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
-    parser.add_argument('--resolutions', nargs='+', type=int, default=DEFAULTS.resolutions,
-                        help='square input sides in pixels')
+    parser.add_argument(
+        '--models',
+        nargs='+',
+        default=DEFAULTS.models,
+        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
+    parser.add_argument(
+        '--resolutions',
+        nargs='+',
+        type=int,
+        default=DEFAULTS.resolutions,
+        help='square input sides in pixels')
     parser.add_argument('--batch-sizes', nargs='+', type=int, default=DEFAULTS.batch_sizes)
-    parser.add_argument('--dtypes', nargs='+', default=DEFAULTS.dtypes, choices=DTYPES,
-                        help='bf16 and fp16 run under autocast; fp16 on CUDA only')
-    parser.add_argument('--modes', nargs='+', default=DEFAULTS.modes, choices=MODES,
-                        help="'forward' (inference) or 'train' (forward + backward)")
+    parser.add_argument(
+        '--dtypes',
+        nargs='+',
+        default=DEFAULTS.dtypes,
+        choices=DTYPES,
+        help='bf16 and fp16 run under autocast; fp16 on CUDA only')
+    parser.add_argument(
+        '--modes',
+        nargs='+',
+        default=DEFAULTS.modes,
+        choices=MODES,
+        help="'forward' (inference) or 'train' (forward + backward)")
     parser.add_argument('--device', default=DEFAULTS.device, choices=DEVICES)
     parser.add_argument('--warmup', type=int, default=DEFAULTS.warmup)
     parser.add_argument('--repeats', type=int, default=DEFAULTS.repeats)
-    parser.add_argument('--time-budget', type=float, default=DEFAULTS.time_budget,
-                        help='seconds per case: a resolution whose extrapolated single '
-                        'iteration exceeds it is skipped, warm-up and repeats are cut to fit')
-    parser.add_argument('--worker-timeout', type=float, default=DEFAULTS.worker_timeout,
-                        help='hard limit per case in seconds (default 4 x the budget, '
-                        'at least 120)')
-    parser.add_argument('--mem-limit-gb', type=float, default=DEFAULTS.mem_limit_gb,
-                        help='CPU only: cap on the worker data segment, so a large case '
-                        'ends as OOM')
-    parser.add_argument('--threads', type=int, default=DEFAULTS.threads,
-                        help='torch CPU threads')
-    parser.add_argument('--fit-last', type=int, default=3,
-                        help='fit the exponents over this many largest completed resolutions')
+    parser.add_argument(
+        '--time-budget',
+        type=float,
+        default=DEFAULTS.time_budget,
+        help='seconds per case: a resolution whose extrapolated single '
+        'iteration exceeds it is skipped, warm-up and repeats are cut to fit')
+    parser.add_argument(
+        '--worker-timeout',
+        type=float,
+        default=DEFAULTS.worker_timeout,
+        help='hard limit per case in seconds (default 4 x the budget, '
+        'at least 120)')
+    parser.add_argument(
+        '--mem-limit-gb',
+        type=float,
+        default=DEFAULTS.mem_limit_gb,
+        help='CPU only: cap on the worker data segment, so a large case '
+        'ends as OOM')
+    parser.add_argument('--threads', type=int, default=DEFAULTS.threads, help='torch CPU threads')
+    parser.add_argument(
+        '--fit-last',
+        type=int,
+        default=3,
+        help='fit the exponents over this many largest completed resolutions')
     parser.add_argument('--out', default='work_dirs/benchmark')
     args = parser.parse_args(argv)
     if args.fit_last < 2:
@@ -89,8 +115,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     settings = grid_settings(args)
     info = machine_info(args.device)
-    print(f'{info["date"]}: {info["cpu"]}, {args.threads} threads, load average '
-          f'{" ".join(f"{x:.2f}" for x in info["load_average"])}', flush=True)
+    print(
+        f'{info["date"]}: {info["cpu"]}, {args.threads} threads, load average '
+        f'{" ".join(f"{x:.2f}" for x in info["load_average"])}',
+        flush=True)
 
     def save(rows: List[dict]) -> None:
         info['load_average_after'] = list(os.getloadavg())

@@ -47,17 +47,25 @@ IMPLS = ('kernel', 'reference')
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
-    parser.add_argument('--ops', nargs='+', default=list(PRESETS['cpu']),
-                        choices=list(PRESETS['cpu']))
+    parser.add_argument(
+        '--ops', nargs='+', default=list(PRESETS['cpu']), choices=list(PRESETS['cpu']))
     parser.add_argument('--dtype', default='float32', choices=('float32', 'float16', 'bfloat16'))
     parser.add_argument('--repeats', type=int, default=5, help='timed runs per case')
     parser.add_argument('--warmup', type=int, default=1, help='untimed runs per case')
-    parser.add_argument('--max-ref-gib', type=float, default=8.,
-                        help='skip pure_infsa references whose N^2 scores need more')
-    parser.add_argument('--sizes', type=int, nargs='+',
-                        help='override the N of every op (tokens; H * W for the conv)')
-    parser.add_argument('--out', default='work_dirs/benchmark_ops',
-                        help='folder for benchmark_ops.json and benchmark_ops.png')
+    parser.add_argument(
+        '--max-ref-gib',
+        type=float,
+        default=8.,
+        help='skip pure_infsa references whose N^2 scores need more')
+    parser.add_argument(
+        '--sizes',
+        type=int,
+        nargs='+',
+        help='override the N of every op (tokens; H * W for the conv)')
+    parser.add_argument(
+        '--out',
+        default='work_dirs/benchmark_ops',
+        help='folder for benchmark_ops.json and benchmark_ops.png')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -80,8 +88,9 @@ def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
         inputs = [t.to(device=device, dtype=dtype) for t in inputs]
     else:
         B, H, d = shape
-        inputs = [torch.randn(B, H, n, d, generator=g).to(device=device, dtype=dtype)
-                  for _ in range(3)]
+        inputs = [
+            torch.randn(B, H, n, d, generator=g).to(device=device, dtype=dtype) for _ in range(3)
+        ]
         inputs.append(torch.rand(H, device=device))  # rho stays float32, as the layer's
     for t in inputs:
         t.requires_grad_()
@@ -96,8 +105,7 @@ def run_worker(case: Dict) -> Dict:
     # libraries (thread pools, BLAS) are not counted as the op's memory.
     fn, inputs = make_case(case['op'], case['impl'], tuple(case['shape']), 16, device, dtype)
     fn(*inputs).sum().backward()
-    fn, inputs = make_case(case['op'], case['impl'], tuple(case['shape']), case['n'], device,
-                           dtype)
+    fn, inputs = make_case(case['op'], case['impl'], tuple(case['shape']), case['n'], device, dtype)
     # Every op's output has the shape of its first input; no call before the measurement.
     grad = torch.randn_like(inputs[0])
     cuda = device == 'cuda'
@@ -155,11 +163,20 @@ def reference_skip_reason(op: str, shape: tuple, n: int, limit_gib: float) -> Op
 
 
 def run_case(case: Dict) -> Dict:
-    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        os.getenv('PYTHONPATH')]))}
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), '--worker',
-                           json.dumps(case)], capture_output=True, text=True, env=env)
+    env = {
+        **os.environ, 'PYTHONPATH':
+        os.pathsep.join(
+            filter(None, [
+                os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                os.getenv('PYTHONPATH')
+            ]))
+    }
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), '--worker',
+         json.dumps(case)],
+        capture_output=True,
+        text=True,
+        env=env)
     if proc.returncode != 0:
         return {'error': proc.stderr.strip().splitlines()[-1] if proc.stderr else 'failed'}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -246,8 +263,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         for impl in IMPLS:
             skip = reference_skip_reason(op, shape, n, args.max_ref_gib) if impl == 'reference' \
                 else None
-            case = dict(op=op, impl=impl, shape=shape, n=n, device=args.device,
-                        dtype=args.dtype, repeats=args.repeats, warmup=args.warmup)
+            case = dict(
+                op=op,
+                impl=impl,
+                shape=shape,
+                n=n,
+                device=args.device,
+                dtype=args.dtype,
+                repeats=args.repeats,
+                warmup=args.warmup)
             row[impl] = {'skipped': skip} if skip else run_case(case)
             shown = skip or row[impl].get('error') or f'{row[impl]["fwd_bwd_s"] * 1e3:.1f} ms f+b'
             progress.step(f'{op} N={n} {impl}: {shown}')
@@ -256,8 +280,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     print_table(rows)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, 'benchmark_ops.json'), 'w') as f:
-        json.dump({'device': args.device, 'dtype': args.dtype, 'repeats': args.repeats,
-                   'rows': rows}, f, indent=1)
+        json.dump(
+            {
+                'device': args.device,
+                'dtype': args.dtype,
+                'repeats': args.repeats,
+                'rows': rows
+            },
+            f,
+            indent=1)
     plot(rows, os.path.join(args.out, 'benchmark_ops.png'))
     print(f'\nwrote {args.out}/benchmark_ops.json and benchmark_ops.png')
 

@@ -22,10 +22,9 @@ from typing import Dict, List, Tuple
 import numpy as np
 import torch
 import torch.nn.functional as F
+from mmengine.logging import MMLogger
 from PIL import Image
 from torch import Tensor, nn
-
-from mmengine.logging import MMLogger
 
 from mmlinear.models import InfViT
 
@@ -53,7 +52,10 @@ class PooledClassifier(nn.Module):
     def __init__(self, attn_type: str) -> None:
         super().__init__()
         self.backbone = InfViT(
-            arch='infvit-demo', attn_type=attn_type, img_size=64, patch_size=8,
+            arch='infvit-demo',
+            attn_type=attn_type,
+            img_size=64,
+            patch_size=8,
             out_type='avg_featmap')
         self.backbone.init_weights()
         self.head = nn.Linear(self.backbone.embed_dims, len(CLASSES))
@@ -65,8 +67,9 @@ class PooledClassifier(nn.Module):
 @torch.no_grad()
 def accuracy(model: nn.Module, x: Tensor, y: Tensor, batch: int = 200) -> float:
     model.eval()
-    correct = sum(int((model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum())
-                  for i in range(0, len(x), batch))
+    correct = sum(
+        int((model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum())
+        for i in range(0, len(x), batch))
     return correct / len(x)
 
 
@@ -77,8 +80,9 @@ def train_variant(attn_type: str, data: Dict[str, Tuple[Tensor, Tensor]], args,
     model = PooledClassifier(attn_type)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1 and 'pos_embed' not in n]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1 or 'pos_embed' in n]
-    optimizer = torch.optim.AdamW([dict(params=decay, weight_decay=0.05),
-                                   dict(params=no_decay, weight_decay=0.)], lr=args.lr)
+    optimizer = torch.optim.AdamW(
+        [dict(params=decay, weight_decay=0.05),
+         dict(params=no_decay, weight_decay=0.)], lr=args.lr)
     x_train, y_train = data['train']
     steps_per_epoch = len(x_train) // args.batch_size
     # Warm-up then cosine, and gradient clipping: without them InfSA trains unstably on this
@@ -109,8 +113,12 @@ def plot(curves: Dict[str, List[float]], path: str) -> None:
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, curve in curves.items():
-        ax.plot(range(1, len(curve) + 1), [100 * a for a in curve], marker='o', ms=3,
-                label='no token mixing' if name == 'none' else name)
+        ax.plot(
+            range(1,
+                  len(curve) + 1), [100 * a for a in curve],
+            marker='o',
+            ms=3,
+            label='no token mixing' if name == 'none' else name)
     ax.axhline(50, color='grey', ls='--', lw=1, label='chance')
     ax.set_xlabel('epoch')
     ax.set_ylabel('validation top-1 (%)')
@@ -149,8 +157,10 @@ def main() -> None:
             done[0] += 1
             elapsed = time.time() - start
             eta = elapsed / done[0] * (total_epochs - done[0])
-            print(f'  {variant:8s} epoch {epoch + 1:3d}/{args.epochs}  val top-1 {100 * acc:5.1f}%'
-                  f'  [elapsed {elapsed:5.0f} s, ETA {eta:5.0f} s]', flush=True)
+            print(
+                f'  {variant:8s} epoch {epoch + 1:3d}/{args.epochs}  val top-1 {100 * acc:5.1f}%'
+                f'  [elapsed {elapsed:5.0f} s, ETA {eta:5.0f} s]',
+                flush=True)
 
         return report
 

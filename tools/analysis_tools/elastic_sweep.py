@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from mmengine.config import DictAction
 from torch import Tensor, nn
 
-from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier,
-                           input_normalization, list_images, load_images)
+from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, input_normalization,
+                           list_images, load_images)
 from mmlinear.utils.progress import ProgressETA
 
 # VECA's nested training drops whole chunks of 8 cores, so only multiples of 8 are budgets
@@ -68,10 +68,10 @@ def feature_loss(backbone: nn.Module, x: Tensor, budget: int, full: int) -> Dict
     reference = backbone.forward_tokens(x, active_cores=full)
     tokens = backbone.forward_tokens(x, active_cores=budget)
     return dict(
-        global_loss=float(1 - F.cosine_similarity(tokens['global'], reference['global'],
-                                                  dim=-1).mean()),
-        patch_loss=float(1 - F.cosine_similarity(tokens['patches'], reference['patches'],
-                                                 dim=-1).mean()))
+        global_loss=float(
+            1 - F.cosine_similarity(tokens['global'], reference['global'], dim=-1).mean()),
+        patch_loss=float(
+            1 - F.cosine_similarity(tokens['patches'], reference['patches'], dim=-1).mean()))
 
 
 @torch.no_grad()
@@ -113,20 +113,27 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('model', help='VECA preset (veca-small, ...) or config file')
     parser.add_argument('--checkpoint', default=None)
-    parser.add_argument('--images', nargs='+', default=None,
-                        help='images for the feature loss (when not using a classifier '
-                        "config's test set)")
+    parser.add_argument(
+        '--images',
+        nargs='+',
+        default=None,
+        help='images for the feature loss (when not using a classifier '
+        "config's test set)")
     parser.add_argument('--max-images', type=int, default=32)
-    parser.add_argument('--budgets', nargs='+', type=int,
-                        default=list(range(BUDGET_STEP, 65, BUDGET_STEP)))
+    parser.add_argument(
+        '--budgets', nargs='+', type=int, default=list(range(BUDGET_STEP, 65, BUDGET_STEP)))
     parser.add_argument('--img-size', type=int, default=224)
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--out', default='work_dirs/elastic_sweep')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
-                        help='override settings of a classifier config, e.g. '
-                        'test_dataloader.dataset.data_root=PATH')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default={},
+        help='override settings of a classifier config, e.g. '
+        'test_dataloader.dataset.data_root=PATH')
     return parser.parse_args(argv)
 
 
@@ -154,8 +161,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             raise SystemExit('--cfg-options applies to a classifier config (its test set) only')
         backbone = build_backbone(args.model, checkpoint=args.checkpoint)
         backbone.eval()
-        x_eval, _ = load_images(list_images(args.images, args.max_images), args.img_size,
-                                *input_normalization(args.model))
+        x_eval, _ = load_images(
+            list_images(args.images, args.max_images), args.img_size,
+            *input_normalization(args.model))
     if not hasattr(backbone, 'forward_tokens'):
         raise SystemExit(f'{type(backbone).__name__} is not an elastic (VECA) backbone')
     max_cores = getattr(backbone, 'max_cores', 64)
@@ -168,8 +176,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     rows = []
     progress = ProgressETA(len(budgets))
     for budget in budgets:
-        row = dict(active_cores=budget, latency_ms=median_latency_ms(
-            lambda: backbone(x_time, active_cores=budget), args.warmup, args.repeats))
+        row = dict(
+            active_cores=budget,
+            latency_ms=median_latency_ms(lambda: backbone(x_time, active_cores=budget), args.warmup,
+                                         args.repeats))
         if classifier is not None:
             row.update(classifier_metrics(classifier, dataloader, budget))
         else:

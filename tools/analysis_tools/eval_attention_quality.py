@@ -41,8 +41,7 @@ from torch import Tensor, nn
 
 from mmlinear.apis import IMAGENET_MEAN, IMAGENET_STD, build_classifier, list_images, load_images
 from mmlinear.utils.progress import ProgressETA
-from mmlinear.visualization import (QUERY_MODES, attention_saliency, patch_grid,
-                                    upsample_saliency)
+from mmlinear.visualization import QUERY_MODES, attention_saliency, patch_grid, upsample_saliency
 
 ORDERS = ('morf', 'lerf')
 
@@ -142,9 +141,9 @@ def load_boxes(source: str, files: Sequence[str]) -> Dict[str, List[List[float]]
         if not osp.isfile(xml):
             raise FileNotFoundError(f'no box file {xml} for {file}')
         root = ET.parse(xml).getroot()
-        boxes[file] = [[float(obj.find(f'bndbox/{k}').text)
-                        for k in ('xmin', 'ymin', 'xmax', 'ymax')]
-                       for obj in root.iter('object')]
+        boxes[file] = [[
+            float(obj.find(f'bndbox/{k}').text) for k in ('xmin', 'ymin', 'xmax', 'ymax')
+        ] for obj in root.iter('object')]
     return boxes
 
 
@@ -163,8 +162,8 @@ def box_mask(boxes: List[List[float]], orig_hw: Tuple[int, int],
 # Perturbation
 # ----------------------------------------------------------------------------------------
 @torch.no_grad()
-def perturbation_curve(classifier: nn.Module, x: Tensor, saliency: Tensor, order: str,
-                       steps: int, patch_size: int) -> Tensor:
+def perturbation_curve(classifier: nn.Module, x: Tensor, saliency: Tensor, order: str, steps: int,
+                       patch_size: int) -> Tensor:
     """Probability of the originally predicted class as patches are removed.
 
     Args:
@@ -222,12 +221,14 @@ def evaluate(model: nn.Module, files: List[str], boxes: Dict[str, list], args) -
             with Image.open(file) as image:
                 orig_hw = image.size[::-1]
             mask = box_mask(boxes[file], orig_hw, shown[i].shape[:2])
-            per_image.append(dict(
-                file=osp.basename(file), num_boxes=len(boxes[file]),
-                morf_aoc=area_over_curve(curves['morf'][-1][i].tolist()),
-                lerf_aoc=area_over_curve(curves['lerf'][-1][i].tolist()),
-                bbox_roc_auc=roc_auc(pixel_saliency[i], mask),
-                bbox_pr_auc=average_precision(pixel_saliency[i], mask)))
+            per_image.append(
+                dict(
+                    file=osp.basename(file),
+                    num_boxes=len(boxes[file]),
+                    morf_aoc=area_over_curve(curves['morf'][-1][i].tolist()),
+                    lerf_aoc=area_over_curve(curves['lerf'][-1][i].tolist()),
+                    bbox_roc_auc=roc_auc(pixel_saliency[i], mask),
+                    bbox_pr_auc=average_precision(pixel_saliency[i], mask)))
         progress.step(f'{len(per_image)}/{len(files)} images')
     summary = {}
     for key in ('morf_aoc', 'lerf_aoc', 'bbox_roc_auc', 'bbox_pr_auc'):
@@ -261,8 +262,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('config', help='classifier config (mmpretrain ImageClassifier)')
     parser.add_argument('--checkpoint', default=None, help='without it: random weights')
     parser.add_argument('--images', nargs='+', required=True, help='image files or folders')
-    parser.add_argument('--boxes', required=True,
-                        help='COCO json, or a folder of VOC/ImageNet XML files')
+    parser.add_argument(
+        '--boxes', required=True, help='COCO json, or a folder of VOC/ImageNet XML files')
     parser.add_argument('--max-images', type=int, default=None)
     parser.add_argument('--img-size', type=int, default=224)
     parser.add_argument('--batch-size', type=int, default=16)

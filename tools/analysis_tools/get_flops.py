@@ -70,9 +70,14 @@ def measure(models: Sequence[str], resolutions: Sequence[int]) -> List[dict]:
         params = count_params(model)
         for resolution in resolutions:
             flops = count_flops(model, resolution)
-            rows.append(dict(model=name, resolution=resolution,
-                             tokens=(-(-resolution // 16))**2, params=params, flops=flops,
-                             reference=reference_text(name, resolution)))
+            rows.append(
+                dict(
+                    model=name,
+                    resolution=resolution,
+                    tokens=(-(-resolution // 16))**2,
+                    params=params,
+                    flops=flops,
+                    reference=reference_text(name, resolution)))
             progress.step(f'{name} {resolution}px: {params / 1e6:.2f} M params, '
                           f'{flops / 1e9:.2f} GFLOPs')
     return rows
@@ -80,8 +85,10 @@ def measure(models: Sequence[str], resolutions: Sequence[int]) -> List[dict]:
 
 def markdown_table(rows: List[dict]) -> str:
     """A markdown table of the measured numbers beside the reference ones."""
-    lines = ['| model | resolution | patch tokens | params (M, backbone) | GFLOPs | GMACs | '
-             'paper / reference |', '|---|---|---|---|---|---|---|']
+    lines = [
+        '| model | resolution | patch tokens | params (M, backbone) | GFLOPs | GMACs | '
+        'paper / reference |', '|---|---|---|---|---|---|---|'
+    ]
     for r in rows:
         lines.append(f'| {r["model"]} | {r["resolution"]} | {r["tokens"]:,} | '
                      f'{r["params"] / 1e6:.2f} | {r["flops"] / 1e9:,.2f} | '
@@ -91,14 +98,20 @@ def markdown_table(rows: List[dict]) -> str:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--models', nargs='+',
-                        default=['infvit-4l-linear', 'infvit-4l-pure', 'infvit-4l-softmax',
-                                 'vit-4l-sdpa', 'weightformer-t', 'deit-t-sdpa'],
-                        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
+    parser.add_argument(
+        '--models',
+        nargs='+',
+        default=[
+            'infvit-4l-linear', 'infvit-4l-pure', 'infvit-4l-softmax', 'vit-4l-sdpa',
+            'weightformer-t', 'deit-t-sdpa'
+        ],
+        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
     parser.add_argument('--resolutions', nargs='+', type=int, default=[224, 512, 1024])
-    parser.add_argument('--out', default=None,
-                        help='markdown file to write (a .json with the raw numbers goes '
-                        'beside it)')
+    parser.add_argument(
+        '--out',
+        default=None,
+        help='markdown file to write (a .json with the raw numbers goes '
+        'beside it)')
     args = parser.parse_args(argv)
     if min(args.resolutions) < 16:
         raise SystemExit('--resolutions must be >= 16 (one patch)')

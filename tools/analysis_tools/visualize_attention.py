@@ -38,7 +38,9 @@ def minmax(maps: Tensor) -> Tensor:
     return ((flat - low[:, None]) / (high - low).clamp(min=1e-12)[:, None]).view_as(maps)
 
 
-def draw(images: List[np.ndarray], columns: List[Tuple[str, Tensor]], path: str,
+def draw(images: List[np.ndarray],
+         columns: List[Tuple[str, Tensor]],
+         path: str,
          alpha: float = 0.5) -> None:
     """Save a grid: input images, then one overlay column per (title, (B, H, W) map)."""
     import matplotlib
@@ -68,18 +70,24 @@ def draw(images: List[np.ndarray], columns: List[Tuple[str, Tensor]], path: str,
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--models', nargs='+', required=True,
-                        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
-    parser.add_argument('--checkpoints', nargs='+', default=None,
-                        help="one per model; 'none' keeps the random weights")
+    parser.add_argument(
+        '--models',
+        nargs='+',
+        required=True,
+        help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
+    parser.add_argument(
+        '--checkpoints',
+        nargs='+',
+        default=None,
+        help="one per model; 'none' keeps the random weights")
     parser.add_argument('--images', nargs='+', required=True, help='image files or folders')
     parser.add_argument('--max-images', type=int, default=4)
-    parser.add_argument('--img-size', type=int, default=224,
-                        help='resize to this square side (0 keeps the size)')
+    parser.add_argument(
+        '--img-size', type=int, default=224, help='resize to this square side (0 keeps the size)')
     parser.add_argument('--layer', type=int, default=-1)
     parser.add_argument('--query', default='mean', choices=QUERY_MODES)
-    parser.add_argument('--active-cores', type=int, default=None,
-                        help='VECA only: the core budget of the maps')
+    parser.add_argument(
+        '--active-cores', type=int, default=None, help='VECA only: the core budget of the maps')
     parser.add_argument('--out', default='work_dirs/attention_maps.png')
     args = parser.parse_args(argv)
     if args.checkpoints and len(args.checkpoints) != len(args.models):

@@ -86,8 +86,7 @@ def make_classification(root: str, split: str, count: int, rng: np.random.Random
         radius = rng.uniform(14, 26)
         cx, cy = rng.uniform(radius, size - radius, size=2)
         ImageDraw.Draw(img).polygon(
-            shape_polygon(kind, cx, cy, radius, UPRIGHT[kind]),
-            fill=bright_colour(rng))
+            shape_polygon(kind, cx, cy, radius, UPRIGHT[kind]), fill=bright_colour(rng))
         img.save(osp.join(root, split, kind, f'{i:05d}.png'))
 
 
@@ -165,7 +164,8 @@ def make_coco(root: str, split: str, count: int, rng: np.random.RandomState) -> 
                     id=len(annotations) + 1,
                     image_id=i + 1,
                     category_id=inst['category'] + 1,
-                    bbox=[x0, y0, float(xs.max()) - x0, float(ys.max()) - y0],
+                    bbox=[x0, y0, float(xs.max()) - x0,
+                          float(ys.max()) - y0],
                     area=polygon_area(inst['polygon']),
                     segmentation=[[round(float(v), 2) for xy in zip(xs, ys) for v in xy]],
                     iscrowd=0))
@@ -199,10 +199,22 @@ def parse_args() -> argparse.Namespace:
 
 SPLITS = {
     # set: (writer, {split: count})
-    'cls': (make_classification, {'train': 1800, 'val': 300}),
-    'relation': (make_relation, {'train': 3000, 'val': 600}),
-    'coco': (make_coco, {'train': 240, 'val': 60}),
-    'ade': (make_ade, {'training': 240, 'validation': 60}),
+    'cls': (make_classification, {
+        'train': 1800,
+        'val': 300
+    }),
+    'relation': (make_relation, {
+        'train': 3000,
+        'val': 600
+    }),
+    'coco': (make_coco, {
+        'train': 240,
+        'val': 60
+    }),
+    'ade': (make_ade, {
+        'training': 240,
+        'validation': 60
+    }),
 }
 
 
@@ -231,8 +243,8 @@ def main() -> None:
             # One stream per (set, split): changing one size leaves the other sets unchanged.
             rng = np.random.RandomState(args.seed * 1000 + offset * 10 + split_offset)
             writer(osp.join(args.out, name), split, max(6, int(round(count * args.scale))), rng)
-        print(f'[{time.time() - start:5.1f}s] wrote {name}: '
-              + ', '.join(f'{s} {max(6, int(round(c * args.scale)))}' for s, c in splits.items()))
+        print(f'[{time.time() - start:5.1f}s] wrote {name}: ' +
+              ', '.join(f'{s} {max(6, int(round(c * args.scale)))}' for s, c in splits.items()))
     os.remove(osp.join(args.out, '.partial'))
     with open(stamp, 'w') as f:
         json.dump(settings, f)

@@ -90,8 +90,10 @@ def main() -> None:
     results = []
     for i, demo in enumerate(DEMOS, 1):
         elapsed = time.time() - start
-        print(f'[{i}/{len(DEMOS)}] {demo.name}: {demo.config}  '
-              f'(elapsed {elapsed:.0f} s, ETA about {remaining:.0f} s)', flush=True)
+        print(
+            f'[{i}/{len(DEMOS)}] {demo.name}: {demo.config}  '
+            f'(elapsed {elapsed:.0f} s, ETA about {remaining:.0f} s)',
+            flush=True)
         work_dir = osp.join(args.work_dir, osp.splitext(osp.basename(demo.config))[0])
         os.makedirs(osp.join(REPO_ROOT, work_dir), exist_ok=True)
         task_start = time.time()
@@ -100,15 +102,17 @@ def main() -> None:
         with open(osp.join(REPO_ROOT, work_dir, 'last_checkpoint')) as f:
             checkpoint = f.read().strip()
         test_dir = osp.join(work_dir, 'test')
-        run_logged([
-            sys.executable, 'tools/test.py', demo.config, checkpoint, '--work-dir', test_dir
-        ], osp.join(REPO_ROOT, work_dir, 'test.log'), False)
+        run_logged(
+            [sys.executable, 'tools/test.py', demo.config, checkpoint, '--work-dir', test_dir],
+            osp.join(REPO_ROOT, work_dir, 'test.log'), False)
         metrics = latest_test_metrics(osp.join(REPO_ROOT, test_dir))
         seconds = time.time() - task_start
         remaining = max(remaining - demo.expected_seconds, 0)
         results.append((demo, metrics, seconds))
-        print('    ' + ', '.join(f'{k} = {metrics[k]:.3f}' for k in demo.metrics)
-              + f'  ({seconds:.0f} s)', flush=True)
+        print(
+            '    ' + ', '.join(f'{k} = {metrics[k]:.3f}'
+                               for k in demo.metrics) + f'  ({seconds:.0f} s)',
+            flush=True)
 
     print('\nDemo results (test split of the bundled shapes data):')
     for demo, metrics, seconds in results:

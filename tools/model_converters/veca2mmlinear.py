@@ -26,7 +26,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from mmlinear.utils.checkpoint_conversion import (check_key_layout, find_state_dict,
-                                                 load_torch_checkpoint, strip_key_prefixes)
+                                                  load_torch_checkpoint, strip_key_prefixes)
 
 HEAD_DIMS = 64  # the head width of every released family
 
@@ -41,7 +41,8 @@ def load_source(path: str) -> Tuple[Dict[str, torch.Tensor], dict]:
     return state, config if isinstance(config, dict) else {}
 
 
-def infer_model_args(state: Dict[str, torch.Tensor], config: dict,
+def infer_model_args(state: Dict[str, torch.Tensor],
+                     config: dict,
                      num_heads: Optional[int] = None) -> dict:
     """The mmlinear.VECA arguments (arch dict, out_channels, patch size) of a state dict.
 
@@ -62,8 +63,11 @@ def infer_model_args(state: Dict[str, torch.Tensor], config: dict,
         raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {heads}')
     out_proj = state.get('output_proj.weight')
     return dict(
-        arch=dict(embed_dims=embed_dims, num_layers=num_layers, num_heads=int(heads),
-                  feedforward_channels=feedforward_channels),
+        arch=dict(
+            embed_dims=embed_dims,
+            num_layers=num_layers,
+            num_heads=int(heads),
+            feedforward_channels=feedforward_channels),
         out_channels=None if out_proj is None else out_proj.shape[0],
         patch_size=patch_size,
         in_channels=in_channels)
@@ -73,6 +77,7 @@ def convert(state: Dict[str, torch.Tensor], model_args: dict) -> 'OrderedDict[st
     """Check ``state`` against an mmlinear.VECA built with ``model_args`` and add
     ``backbone.`` to its keys."""
     from mmlinear.models.backbones.veca import VECA
+
     # On the meta device: only the key names and shapes are needed, even for VECA-L.
     with torch.device('meta'):
         reference = VECA(**model_args, init_cfg=None).state_dict()
@@ -81,14 +86,16 @@ def convert(state: Dict[str, torch.Tensor], model_args: dict) -> 'OrderedDict[st
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description='Convert a released VECA checkpoint to mmlinear.')
+    parser = argparse.ArgumentParser(description='Convert a released VECA checkpoint to mmlinear.')
     parser.add_argument('src', help='released checkpoint (.pt with a "student" state dict)')
     parser.add_argument('dst', help='output mmlinear checkpoint (.pth)')
     parser.add_argument('--force', action='store_true', help='overwrite an existing DST')
-    parser.add_argument('--num-heads', type=int, default=None,
-                        help='attention heads (default: the checkpoint config\'s num_heads, '
-                        'else embed_dims / 64)')
+    parser.add_argument(
+        '--num-heads',
+        type=int,
+        default=None,
+        help='attention heads (default: the checkpoint config\'s num_heads, '
+        'else embed_dims / 64)')
     args = parser.parse_args(argv)
     if osp.exists(args.dst) and not args.force:
         print(f'error: {args.dst} exists; pass --force to overwrite it', file=sys.stderr)
@@ -101,8 +108,11 @@ def main(argv=None) -> None:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)
-    meta = dict(converted_from=osp.basename(args.src), converter='veca2mmlinear',
-                arch=model_args['arch'], out_channels=model_args['out_channels'])
+    meta = dict(
+        converted_from=osp.basename(args.src),
+        converter='veca2mmlinear',
+        arch=model_args['arch'],
+        out_channels=model_args['out_channels'])
     torch.save({'state_dict': converted, 'meta': meta}, args.dst)
     print(f'converted {len(converted)} tensors: {args.src} -> {args.dst}; '
           f'VECA(arch={model_args["arch"]}, out_channels={model_args["out_channels"]})')

@@ -23,7 +23,7 @@ from typing import Dict
 import torch
 
 from mmlinear.utils.checkpoint_conversion import (check_key_layout, find_state_dict,
-                                                 load_torch_checkpoint, strip_key_prefixes)
+                                                  load_torch_checkpoint, strip_key_prefixes)
 
 TORCH_EXTS = ('.pth', '.pt', '.bin', '.ckpt')
 HEAD_MAP = {'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias'}
@@ -59,10 +59,9 @@ def infer_arch(state: Dict[str, torch.Tensor]) -> dict:
         feedforward_channels = state['blocks.0.linear2.weight'].shape[1]
     except (KeyError, ValueError) as e:
         raise ValueError('the source is not in the WeightFormer key layout: cannot find '
-                         'patch_embed.proj.weight, blocks.{i}.* and blocks.0.linear2.weight'
-                         ) from e
-    return dict(embed_dims=embed_dims, num_layers=num_layers,
-                feedforward_channels=feedforward_channels)
+                         'patch_embed.proj.weight, blocks.{i}.* and blocks.0.linear2.weight') from e
+    return dict(
+        embed_dims=embed_dims, num_layers=num_layers, feedforward_channels=feedforward_channels)
 
 
 def check_layout(state: Dict[str, torch.Tensor]) -> dict:

@@ -6,16 +6,16 @@ a fresh process), :mod:`.planner` (which cases run and how often, under a time b
 ``tools/analysis_tools/benchmark.py`` is their command line.
 """
 from .cases import DEVICES, DTYPES, MODES, OK, PATCH_SIZE, image_hw, num_tokens, series_key
-from .planner import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds,
-                      plan_runs, run_grid)
+from .planner import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds, plan_runs,
+                      run_grid)
 from .plotting import plot_scaling
 from .report import (fit_exponent, fit_line, format_exponent, machine_info, markdown_tables,
                      summarize_fits, write_outputs)
 from .worker import launch_case, run_case
 
 __all__ = [
-    'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'FlopRatio', 'GridSettings',
-    'SeriesPlanner', 'Step', 'estimate_seconds', 'fit_exponent', 'fit_line', 'format_exponent',
-    'image_hw', 'launch_case', 'machine_info', 'markdown_tables', 'num_tokens', 'plan_runs',
-    'plot_scaling', 'run_case', 'run_grid', 'series_key', 'summarize_fits', 'write_outputs'
+    'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'FlopRatio', 'GridSettings', 'SeriesPlanner',
+    'Step', 'estimate_seconds', 'fit_exponent', 'fit_line', 'format_exponent', 'image_hw',
+    'launch_case', 'machine_info', 'markdown_tables', 'num_tokens', 'plan_runs', 'plot_scaling',
+    'run_case', 'run_grid', 'series_key', 'summarize_fits', 'write_outputs'
 ]

@@ -15,8 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, Resolution, image_hw,
-                    num_tokens)
+from .cases import DEVICES, DTYPES, MODES, OK, PATCH_SIZE, Resolution, image_hw, num_tokens
 from .worker import launch_case
 
 #: (resolution, reference resolution) -> FLOPs at the first over FLOPs at the second.
@@ -25,7 +24,8 @@ FlopRatioFn = Callable[[Resolution, Resolution], float]
 LaunchFn = Callable[[dict, float], dict]
 
 
-def estimate_seconds(history: Sequence[Tuple[int, float]], tokens: int,
+def estimate_seconds(history: Sequence[Tuple[int, float]],
+                     tokens: int,
                      flop_ratio: Optional[float] = None) -> Optional[float]:
     """Extrapolated seconds of one iteration at ``tokens`` from earlier (tokens, seconds).
 
@@ -132,7 +132,10 @@ class SeriesPlanner:
             extrapolate from a single measured point. Without it, the quadratic worst case.
     """
 
-    def __init__(self, time_budget: float, warmup: int, repeats: int,
+    def __init__(self,
+                 time_budget: float,
+                 warmup: int,
+                 repeats: int,
                  flop_ratio: Optional[FlopRatioFn] = None) -> None:
         self.time_budget = time_budget
         self.warmup = warmup
@@ -212,8 +215,7 @@ class GridSettings:
     def __post_init__(self) -> None:
         for name, allowed in (('dtypes', DTYPES), ('modes', MODES), ('device', DEVICES)):
             values = getattr(self, name)
-            bad = [v for v in ([values] if isinstance(values, str) else values)
-                   if v not in allowed]
+            bad = [v for v in ([values] if isinstance(values, str) else values) if v not in allowed]
             if bad:
                 raise ValueError(f'unknown {name} {bad}; allowed: {", ".join(allowed)}')
         if not (self.models and self.resolutions and self.batch_sizes and self.dtypes
@@ -262,28 +264,53 @@ def run_grid(settings: GridSettings,
         planner = SeriesPlanner(settings.time_budget, settings.warmup, settings.repeats,
                                 flop_ratio(model))
         for resolution in resolutions:
-            row = dict(model=model, resolution=resolution, tokens=num_tokens(resolution),
-                       batch=batch, dtype=dtype, mode=mode, device=settings.device, status=OK,
-                       median_ms=None, throughput_img_s=None, peak_mem_mb=None, repeats=0,
-                       warmup=0, note='')
-            step = (Step(run=False, note='fp16 is benchmarked on CUDA only')
-                    if dtype == 'fp16' and settings.device == 'cpu' else planner.plan(resolution))
+            row = dict(
+                model=model,
+                resolution=resolution,
+                tokens=num_tokens(resolution),
+                batch=batch,
+                dtype=dtype,
+                mode=mode,
+                device=settings.device,
+                status=OK,
+                median_ms=None,
+                throughput_img_s=None,
+                peak_mem_mb=None,
+                repeats=0,
+                warmup=0,
+                note='')
+            step = (
+                Step(run=False, note='fp16 is benchmarked on CUDA only')
+                if dtype == 'fp16' and settings.device == 'cpu' else planner.plan(resolution))
             if not step.run:
                 row.update(status='skipped', note=step.note)
             else:
-                case = dict(model=model, resolution=resolution, batch=batch, dtype=dtype,
-                            mode=mode, device=settings.device, warmup=step.warmup,
-                            repeats=step.repeats, threads=settings.threads,
-                            mem_limit_gb=settings.mem_limit_gb)
+                case = dict(
+                    model=model,
+                    resolution=resolution,
+                    batch=batch,
+                    dtype=dtype,
+                    mode=mode,
+                    device=settings.device,
+                    warmup=step.warmup,
+                    repeats=step.repeats,
+                    threads=settings.threads,
+                    mem_limit_gb=settings.mem_limit_gb)
                 result = launch(case, settings.timeout)
                 planner.record(resolution, result)
-                row.update(warmup=step.warmup, repeats=step.repeats, status=result['status'],
-                           note=result.get('note', result.get('error', '')),
-                           mem_method=result.get('mem_method'), params=result.get('params'))
+                row.update(
+                    warmup=step.warmup,
+                    repeats=step.repeats,
+                    status=result['status'],
+                    note=result.get('note', result.get('error', '')),
+                    mem_method=result.get('mem_method'),
+                    params=result.get('params'))
                 if result['status'] == OK:
-                    row.update(median_ms=result['median_ms'], times_ms=result['times_ms'],
-                               peak_mem_mb=result['peak_mem_mb'],
-                               throughput_img_s=batch / (result['median_ms'] / 1e3))
+                    row.update(
+                        median_ms=result['median_ms'],
+                        times_ms=result['times_ms'],
+                        peak_mem_mb=result['peak_mem_mb'],
+                        throughput_img_s=batch / (result['median_ms'] / 1e3))
             rows.append(row)
             shown = (f'{row["median_ms"]:.1f} ms, {row["peak_mem_mb"]:.0f} MB'
                      if row['status'] == OK else f'{row["status"]} {row["note"]}')

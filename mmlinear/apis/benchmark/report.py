@@ -16,7 +16,8 @@ CSV_FIELDS = ('model', 'resolution', 'tokens', 'batch', 'dtype', 'mode', 'device
               'median_ms', 'throughput_img_s', 'peak_mem_mb', 'warmup', 'repeats', 'note')
 
 
-def fit_exponent(tokens: Sequence[float], values: Sequence[float],
+def fit_exponent(tokens: Sequence[float],
+                 values: Sequence[float],
                  last: int = 3) -> Tuple[float, List[float]]:
     """Least-squares slope of log(value) against log(tokens) over the largest ``last`` points.
 
@@ -61,8 +62,15 @@ def summarize_fits(rows: List[dict], last: int) -> List[dict]:
         tokens = [r['tokens'] for r in done]
         time_exp, used = fit_exponent(tokens, [r['median_ms'] for r in done], last)
         mem_exp, _ = fit_exponent(tokens, [r['peak_mem_mb'] for r in done], last)
-        fits.append(dict(model=key[0], batch=key[1], dtype=key[2], mode=key[3],
-                         time_exponent=time_exp, memory_exponent=mem_exp, fit_tokens=used))
+        fits.append(
+            dict(
+                model=key[0],
+                batch=key[1],
+                dtype=key[2],
+                mode=key[3],
+                time_exponent=time_exp,
+                memory_exponent=mem_exp,
+                fit_tokens=used))
     return fits
 
 
@@ -89,25 +97,29 @@ def markdown_tables(rows: List[dict], fits: List[dict]) -> str:
         str: Two markdown tables separated by a blank line.
     """
     resolutions = sorted({r['resolution'] for r in rows}, key=num_tokens)
-    lines = ['| model | dtype | mode | batch | ' + ' | '.join(
-        f'{r}px ({num_tokens(r):,} tok)' for r in resolutions) + ' |',
-        '|---|---|---|---|' + '---|' * len(resolutions)]
+    lines = [
+        '| model | dtype | mode | batch | ' + ' | '.join(f'{r}px ({num_tokens(r):,} tok)'
+                                                         for r in resolutions) + ' |',
+        '|---|---|---|---|' + '---|' * len(resolutions)
+    ]
     for fit in fits:
         key = series_key(fit)
         cells = []
         for resolution in resolutions:
-            row = next((r for r in rows
-                        if r['resolution'] == resolution and series_key(r) == key), None)
+            row = next((r for r in rows if r['resolution'] == resolution and series_key(r) == key),
+                       None)
             if row is None:
                 cells.append('')
             elif row['status'] == OK:
                 cells.append(f'{row["median_ms"]:,.0f} ms / {row["peak_mem_mb"]:,.0f} MB')
             else:
                 cells.append(row['status'] + (f' ({row["note"]})' if row['note'] else ''))
-        lines.append(f'| {fit["model"]} | {fit["dtype"]} | {fit["mode"]} | {fit["batch"]} | '
-                     + ' | '.join(cells) + ' |')
-    lines += ['', '| model | dtype | mode | batch | time exponent | memory exponent | '
-              'fitted over N = |', '|---|---|---|---|---|---|---|']
+        lines.append(f'| {fit["model"]} | {fit["dtype"]} | {fit["mode"]} | {fit["batch"]} | ' +
+                     ' | '.join(cells) + ' |')
+    lines += [
+        '', '| model | dtype | mode | batch | time exponent | memory exponent | '
+        'fitted over N = |', '|---|---|---|---|---|---|---|'
+    ]
     for fit in fits:
         lines.append(f'| {fit["model"]} | {fit["dtype"]} | {fit["mode"]} | {fit["batch"]} | '
                      f'{format_exponent(fit["time_exponent"])} | '
@@ -129,13 +141,15 @@ def machine_info(device: str) -> dict:
     import torch
     info = dict(
         date=time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()),
-        python=platform.python_version(), torch=torch.__version__,
-        cpu=platform.processor() or platform.machine(), cpu_count=os.cpu_count(),
+        python=platform.python_version(),
+        torch=torch.__version__,
+        cpu=platform.processor() or platform.machine(),
+        cpu_count=os.cpu_count(),
         load_average=list(os.getloadavg()))
     try:
         with open('/proc/cpuinfo') as f:
-            info['cpu'] = next(line.split(':', 1)[1].strip() for line in f
-                               if line.startswith('model name'))
+            info['cpu'] = next(
+                line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
     except (OSError, StopIteration):
         pass
     if device == 'cuda' and torch.cuda.is_available():
@@ -143,8 +157,7 @@ def machine_info(device: str) -> dict:
     return info
 
 
-def write_outputs(out: str, rows: List[dict], fits: List[dict], settings: Dict,
-                  info: Dict) -> None:
+def write_outputs(out: str, rows: List[dict], fits: List[dict], settings: Dict, info: Dict) -> None:
     """Write ``results.json``, ``results.csv``, ``results.md`` and ``scaling.png``.
 
     Args:

@@ -101,8 +101,10 @@ def run_case(case: dict) -> dict:
 
         def iteration() -> None:
             grad = torch.enable_grad() if case['mode'] == 'train' else torch.inference_mode()
-            with grad, torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
-                                      enabled=autocast_dtype is not None):
+            with grad, torch.autocast(
+                    device.type,
+                    dtype=autocast_dtype or torch.float32,
+                    enabled=autocast_dtype is not None):
                 outs = model(x)
                 if case['mode'] == 'train':
                     sum(o.float().sum() for o in outs).backward()
@@ -142,14 +144,19 @@ def launch_case(case: dict, timeout: float) -> dict:
         RuntimeError: If the worker failed otherwise, with the end of its stderr.
     """
     import mmlinear
+
     # The worker must measure the same mmlinear as this process, wherever that was found.
     package_root = osp.dirname(osp.dirname(osp.abspath(mmlinear.__file__)))
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(p for p in (package_root, env.get('PYTHONPATH')) if p)
     code = 'from mmlinear.apis.benchmark.worker import worker_main; worker_main()'
     try:
-        proc = subprocess.run([sys.executable, '-c', code, json.dumps(case)],
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(
+            [sys.executable, '-c', code, json.dumps(case)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env)
     except subprocess.TimeoutExpired:
         return dict(status='timeout', note=f'killed after {timeout:.0f} s')
     for line in proc.stdout.splitlines():

@@ -51,6 +51,22 @@ def repo_root() -> str:
     return REPO_ROOT
 
 
+@pytest.fixture
+def mmengine_log():
+    """The messages logged through mmengine's current logger while the test runs (a list
+    that fills as they come)."""
+    import logging
+
+    from mmengine.logging import MMLogger  # here: the op tests run without mmengine
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    yield messages
+    logger.removeHandler(handler)
+
+
 @pytest.fixture(scope='session')
 def tiny_data(tmp_path_factory) -> str:
     """The bundled shapes sets at 5% size (deterministic), written once per session."""

@@ -44,8 +44,9 @@ missing = [m for m in ('torch', 'pytest', 'numpy', 'matplotlib', 'setuptools')
 if missing:
     sys.exit('gpu_check: missing Python packages: ' + ', '.join(missing))
 import torch
-if importlib.util.find_spec('ninja') is None:
-    print('gpu_check: no ninja; the extension builds one file at a time')
+import shutil
+if shutil.which('ninja') is None:
+    print('gpu_check: no ninja on PATH; the extension builds one file at a time')
 if os.environ['REHEARSE'] == '1':
     print('gpu_check: rehearsal on the CPU with torch', torch.__version__)
 elif not torch.cuda.is_available():

@@ -22,6 +22,14 @@ from torch import nn
 import mmlinear.engine  # noqa: F401  (mmlinear's schedulers)
 
 AMP_ONLY_KEYS = ('dtype', 'loss_scale', 'use_fsdp')
+# Stands in for timm's DINOv3 ViT-B/16 teacher of the distillation configs when timm is
+# missing: 768 wide, 16-px patches, one layer.
+TINY_TEACHER = dict(
+    type='mmpretrain.VisionTransformer',
+    arch=dict(embed_dims=768, num_layers=1, num_heads=12, feedforward_channels=768),
+    img_size=64,
+    patch_size=16,
+    out_type='raw')
 
 
 def plain_wrapper_cfg(cfg) -> dict:

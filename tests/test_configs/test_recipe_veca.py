@@ -12,7 +12,7 @@ from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, init_default_scope
-from recipe_harness import lr_curve, weight_decay_of, with_auto_scale_lr
+from recipe_harness import TINY_TEACHER, lr_curve, weight_decay_of, with_auto_scale_lr
 
 import mmlinear  # noqa: F401
 
@@ -21,13 +21,6 @@ STAGE1 = osp.join(VECA, 'veca-base_distill-stage1_6xb128-135e_obj365-256px.py')
 STAGE2 = osp.join(VECA, 'veca-base_distill-stage2_6xb128-50k_obj365-multires.py')
 PROBE = osp.join(VECA, 'veca-base_linear-probe_8xb2048-coslr-90e_in1k.py')
 EPOCH_LENGTH = 2
-# Stands in for timm's DINOv3 ViT-B/16 when timm is missing: 768 wide, 16-px patches.
-TINY_TEACHER = dict(
-    type='mmpretrain.VisionTransformer',
-    arch=dict(embed_dims=768, num_layers=1, num_heads=12, feedforward_channels=768),
-    img_size=64,
-    patch_size=16,
-    out_type='raw')
 
 
 def reference_lrs(lr, lr_min, warmup_steps, total_steps):

@@ -9,6 +9,7 @@ import torch
 from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import HOOKS, MODELS, init_default_scope
+from recipe_harness import TINY_TEACHER
 
 import mmlinear  # noqa: F401
 
@@ -20,12 +21,6 @@ BASES = {
     for name in ('small', 'splus', 'base', 'large')
 }
 WIDTHS = dict(small=384, splus=384, base=768, large=1024)
-TINY_TEACHER = dict(
-    type='mmpretrain.VisionTransformer',
-    arch=dict(embed_dims=768, num_layers=1, num_heads=12, feedforward_channels=768),
-    img_size=64,
-    patch_size=16,
-    out_type='raw')
 
 
 def test_veca_configs_exist():

@@ -147,28 +147,12 @@ def test_student_width_must_match_the_teacher():
         build(student=dict(STUDENT, out_channels=32))
 
 
-def logged_lines(action):
-    """Run ``action`` and return what it logged through mmengine's current logger."""
-    import logging
-
-    from mmengine.logging import MMLogger
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
-        result = action()
-    finally:
-        logger.removeHandler(handler)
-    return result, [r.getMessage() for r in records]
-
-
-def test_patch_embed_is_copied_from_the_teacher_when_the_shapes_match():
+def test_patch_embed_is_copied_from_the_teacher_when_the_shapes_match(mmengine_log):
     # A 64-wide teacher with 16-px patches: its patch projection has the student's shape.
     teacher = vit_teacher(
         arch=dict(embed_dims=64, num_layers=1, num_heads=2, feedforward_channels=64))
-    model, lines = logged_lines(lambda: build(teacher=teacher, init_patch_embed_from_teacher=True))
+    model = build(teacher=teacher, init_patch_embed_from_teacher=True)
+    lines = list(mmengine_log)
     source = model.teacher.patch_embed.projection
     target = model.student.patch_embed.proj
     assert torch.equal(target.weight, source.weight)
@@ -186,11 +170,12 @@ def test_patch_embed_is_copied_from_the_teacher_when_the_shapes_match():
                            plain.teacher.patch_embed.projection.weight)
 
 
-def test_patch_embed_copy_is_skipped_and_logged_when_the_widths_differ():
+def test_patch_embed_copy_is_skipped_and_logged_when_the_widths_differ(mmengine_log):
     torch.manual_seed(0)
     reference = build()  # the 48-wide teacher, student D = 64
     torch.manual_seed(0)
-    model, lines = logged_lines(lambda: build(init_patch_embed_from_teacher=True))
+    model = build(init_patch_embed_from_teacher=True)
+    lines = list(mmengine_log)
     # Same seed, same initialisation: the skip left the student's projection untouched.
     assert torch.equal(model.student.patch_embed.proj.weight,
                        reference.student.patch_embed.proj.weight)

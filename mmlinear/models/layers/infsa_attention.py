@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mmlinear.ops import (linear_infsa, linear_infsa_key_weights, pure_infsa,
-                          pure_infsa_scores)
+from mmlinear.ops import linear_infsa_key_weights, pure_infsa, pure_infsa_scores
+from mmlinear.ops.infsa_common import check_infsa_inputs
 from ..utils import check_choice
 
 ATTN_TYPES = ('softmax', 'pure', 'linear', 'none')
@@ -20,6 +20,9 @@ class InfSAAttention(nn.Module):
     - ``'softmax'``: scaled dot-product attention, the matched baseline.
     - ``'pure'``: Pure InfSA, ``rho * relu(QK^T) / ||relu(QK^T)||_F`` applied to V.
     - ``'linear'``: Linear-InfSA, a rank-1 pooled value broadcast to every query, O(N).
+      Its output is one vector per sample, so outside the explicit path (``need_weights``,
+      attention dropout) V and the output projection run once per (sample, head) on the
+      pooled inputs instead of once per token (see :meth:`_factorised_linear_infsa`).
     - ``'none'``: no token mixing (the attention branch outputs zeros); an ablation control.
 
     Separate q/k/v/out projections keep timm / torchvision / mmpretrain ViT weights loadable
@@ -115,7 +118,10 @@ class InfSAAttention(nn.Module):
         Returns:
             Tensor | tuple[Tensor, Tensor]: (B, N, C) output; with ``need_weights`` also the
             weights: (B, H, N, N) for 'softmax' and 'pure' (rows of rho * A_hat for 'pure'),
-            (B, H, N) key weights ``a`` for 'linear', and None for 'none'.
+            (B, H, N) key weights ``a`` for 'linear', and None for 'none'. For 'linear'
+            without ``need_weights`` and attention dropout, and without output dropout, the
+            output is an expanded view of one (B, C) vector (stride 0 along N): copy it
+            before writing to it in place.
         """
         B, N, C = x.shape
         if self.attn_type == 'none':
@@ -123,21 +129,67 @@ class InfSAAttention(nn.Module):
             return (out, None) if need_weights else out
         q = self._split_heads(self.q_proj(x))
         k = q if self.k_proj is None else self._split_heads(self.k_proj(x))
-        v = self._split_heads(self.v_proj(x))
         attn_drop = self.attn_drop if self.training else 0.
+        if self.attn_type == 'linear' and not need_weights and attn_drop == 0:
+            out = self._factorised_linear_infsa(x, q, k, key_padding_mask)
+            # Dropout acts on the broadcast (B, N, C) tokens, as it does on the per-token
+            # output of the explicit path (same mask for the same seed); in eval or with p = 0
+            # it returns the expanded view itself, so nothing of size N is materialised.
+            return self.proj_drop(out[:, None, :].expand(B, N, C))
+        v = self._split_heads(self.v_proj(x))
         weights = None
         if self.attn_type == 'softmax':
             out, weights = self._softmax(q, k, v, key_padding_mask, attn_drop, need_weights)
         elif need_weights or attn_drop > 0:
             # Explicit path: the scores are needed (maps) or dropped out (training).
             out, weights = self._explicit_infsa(q, k, v, key_padding_mask, attn_drop)
-        elif self.attn_type == 'pure':
-            out = pure_infsa(q, k, v, self.rho, key_padding_mask, self.eps)
         else:
-            out = linear_infsa(q, k, v, self.rho, key_padding_mask, self.eps)
+            out = pure_infsa(q, k, v, self.rho, key_padding_mask, self.eps)
         out = out.transpose(1, 2).reshape(B, N, C)
         out = self.proj_drop(self.out_proj(out))
         return (out, weights) if need_weights else out
+
+    def _factorised_linear_infsa(self, x: Tensor, q: Tensor, k: Tensor,
+                                 key_padding_mask: Optional[Tensor]) -> Tensor:
+        """Linear-InfSA's output projection of the pooled value, once per sample.
+
+        The pooled value of head h is ``u_h = sum_j a_hj v_hj`` with ``v_hj = W_h x_j + b_h``
+        (W_h, b_h: head h's rows of the value projection), so by linearity
+        ``u_h = W_h (sum_j a_hj x_j) + b_h sum_j a_hj``: the tokens' inputs are pooled per head
+        (H x C multiply-adds per token instead of the C x C of V), and V and the output
+        projection then run on one vector per (sample, head) and per sample. ``sum_j a_hj`` is
+        rho_h, or 0 when every score is <= 0 (the bias term vanishes with the pooled value).
+
+        Args:
+            x (Tensor): (B, S, C) tokens the keys and values are projected from.
+            q (Tensor): (B, H, N, d) queries.
+            k (Tensor): (B, H, S, d) keys.
+            key_padding_mask (Tensor, optional): (B, S) bool, True on padded tokens.
+
+        Returns:
+            Tensor: (B, C), the output projection of the pooled value (heads concatenated as
+            in the per-token path), before the output dropout and the broadcast to N tokens.
+        """
+        # The same checks (shapes, mask, devices) as the op this path replaces; k stands in
+        # for v, which has its shape and is never formed here.
+        check_infsa_inputs(q, k, k, self.rho, key_padding_mask)
+        # a: (B, H, S) in float32 (float64 for float64), autocast off inside: the
+        # normalisations stay float32 under autocast, as on the explicit path.
+        key_weights = linear_infsa_key_weights(q, k, self.rho, key_padding_mask, self.eps)
+        acc = key_weights.dtype
+        H, d = self.num_heads, self.head_dims
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            # The pooling, like the one over v it replaces, accumulates in float32; the
+            # value projection of H vectors per sample costs nothing, so it runs there too.
+            pooled_x = torch.bmm(key_weights, x.to(acc))  # (B, H, C)
+            weight = self.v_proj.weight.to(acc).reshape(H, d, self.embed_dims)
+            pooled = torch.einsum('bhc,hdc->bhd', pooled_x, weight)
+            if self.v_proj.bias is not None:
+                bias = self.v_proj.bias.to(acc).reshape(H, d)
+                pooled = pooled + key_weights.sum(-1, keepdim=True) * bias
+        # Cast as the per-token path casts its pooled value (to q's dtype, the autocast one),
+        # then the output projection under the caller's autocast state.
+        return self.out_proj(pooled.reshape(x.shape[0], self.embed_dims).to(q.dtype))
 
     def _softmax(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor],
                  attn_drop: float, need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:

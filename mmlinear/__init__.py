@@ -7,6 +7,11 @@ as a bare GPU image) ``mmlinear.ops`` and ``mmlinear._ext`` still import and run
 """
 import importlib.util
 
+# Before anything else: the compiled ``mmlinear._ext`` links against torch's libraries
+# (libc10, ...), which only an imported torch makes loadable, so `import mmlinear._ext` works
+# on its own, with or without mmengine.
+import torch  # noqa: F401
+
 from .version import __version__
 
 if importlib.util.find_spec('mmengine') is not None:

@@ -48,10 +48,11 @@ def test_mmlinear_ops_imports_and_runs_without_openmmlab_packages():
     assert result.stdout.strip() == 'ok mmlinear.ops'
 
 
-def test_mmlinear_ext_imports_without_openmmlab_packages():
+def test_mmlinear_ext_imports_first_without_openmmlab_packages():
+    """``import mmlinear._ext`` as the first import of the process (torch not imported yet)."""
     pytest.importorskip('mmlinear._ext')
-    script = SCRIPT.replace("print('ok', ops.__name__)",
-                            "import mmlinear._ext as ext; print('ok', ext.with_cuda())")
+    head, _ = SCRIPT.split('\nimport torch\n')
+    script = head + "\nimport mmlinear._ext as ext\nprint('ok', ext.with_cuda())\n"
     result = subprocess.run([sys.executable, '-c', script],
                             capture_output=True,
                             text=True,

@@ -183,7 +183,9 @@ def test_kernel_path_is_taken(device, op, ext):
 
 
 def test_attention_layer_runs_through_the_kernels(ext):
-    """InfSAAttention's learnable per-head rho gets its gradient through the kernels."""
+    """InfSAAttention equals the op references, output and rho gradient: Pure InfSA runs
+    through the kernel, Linear-InfSA through its factorised path (key weights, pooled inputs,
+    projections once per sample)."""
     pytest.importorskip('mmengine', reason='the layers need mmengine; the ops alone do not')
     from mmlinear.models.layers import InfSAAttention
     torch.manual_seed(0)

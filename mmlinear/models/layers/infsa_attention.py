@@ -203,8 +203,7 @@ class InfSAAttention(nn.Module):
         weights = logits.softmax(-1)
         return F.dropout(weights, attn_drop) @ v, weights
 
-    def _explicit_infsa(self, q: Tensor, k: Tensor, v: Tensor,
-                        key_padding_mask: Optional[Tensor],
+    def _explicit_infsa(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor],
                         attn_drop: float) -> Tuple[Tensor, Tensor]:
         with torch.autocast(device_type=q.device.type, enabled=False):
             if self.attn_type == 'pure':

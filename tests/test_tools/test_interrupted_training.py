@@ -2,6 +2,7 @@
 import hashlib
 import os
 import os.path as osp
+import re
 import signal
 import subprocess
 import sys
@@ -33,12 +34,14 @@ def kill_after_checkpoint(command, work_dir, epoch):
             command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
         marker = osp.join(work_dir, 'last_checkpoint')
         while process.poll() is None:
-            if osp.exists(marker):
-                saved = int(last_checkpoint(work_dir).rsplit('_', 1)[1].split('.')[0])
-                if saved >= epoch:
-                    process.send_signal(signal.SIGKILL)
-                    process.wait()
-                    return saved
+            # The marker may be caught while mmengine is still writing it (empty or partial):
+            # only a complete ``epoch_<n>.pth`` name counts.
+            written = re.search(r'epoch_(\d+)\.pth$',
+                                last_checkpoint(work_dir)) if osp.exists(marker) else None
+            if written and int(written.group(1)) >= epoch:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                return int(written.group(1))
             time.sleep(0.05)
         stderr.seek(0)
         raise AssertionError(f'training ended (exit code {process.returncode}) before it was '

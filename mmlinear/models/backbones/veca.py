@@ -77,32 +77,19 @@ class VECA(BasePlainBackbone):
             ``pos_alpha`` (0.01) are set in the constructor and left alone by it.
     """
 
-    arch_zoo: Dict[str,
-                   Dict[str, int]] = {
-                       **dict.fromkeys(['s', 'small'],
-                                       dict(
-                                           embed_dims=384,
-                                           num_layers=12,
-                                           num_heads=6,
-                                           feedforward_channels=1024)),
-                       'splus':
-                       dict(embed_dims=384, num_layers=12, num_heads=6, feedforward_channels=1536),
-                       **dict.fromkeys(['b', 'base'],
-                                       dict(
-                                           embed_dims=768,
-                                           num_layers=12,
-                                           num_heads=12,
-                                           feedforward_channels=2048)),
-                       **dict.fromkeys(['l', 'large'],
-                                       dict(
-                                           embed_dims=1024,
-                                           num_layers=24,
-                                           num_heads=16,
-                                           feedforward_channels=2730)),
-                       # Not a released model: small enough for CPU tests and demos.
-                       'test':
-                       dict(embed_dims=64, num_layers=2, num_heads=2, feedforward_channels=128),
-                   }
+    # yapf: disable
+    arch_zoo: Dict[str, Dict[str, int]] = {
+        **dict.fromkeys(['s', 'small'], dict(embed_dims=384, num_layers=12, num_heads=6,
+                                             feedforward_channels=1024)),
+        'splus': dict(embed_dims=384, num_layers=12, num_heads=6, feedforward_channels=1536),
+        **dict.fromkeys(['b', 'base'], dict(embed_dims=768, num_layers=12, num_heads=12,
+                                            feedforward_channels=2048)),
+        **dict.fromkeys(['l', 'large'], dict(embed_dims=1024, num_layers=24, num_heads=16,
+                                             feedforward_channels=2730)),
+        # Not a released model: small enough for CPU tests and demos.
+        'test': dict(embed_dims=64, num_layers=2, num_heads=2, feedforward_channels=128),
+    }
+    # yapf: enable
     arch_keys = ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels')
     out_types = ('featmap', 'cls_token')
     max_cores = 64  # the bank size M of every released family

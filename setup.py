@@ -83,6 +83,7 @@ setup(
     extras_require={
         'tests': read_requirements('tests.txt'),
         'optional': read_requirements('optional.txt'),
+        'deploy': read_requirements('deploy.txt'),
     },
     ext_modules=ext_modules,
     cmdclass=cmdclass,

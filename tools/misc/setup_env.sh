@@ -123,6 +123,7 @@ fi
 
 log "OpenMMLab toolboxes and their undeclared extras"
 pip_install -r requirements/runtime.txt -r requirements/tests.txt -r requirements/optional.txt \
+    -r requirements/deploy.txt \
     -r requirements/lint.txt
 
 log "mmlinear (editable)"

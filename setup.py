@@ -76,8 +76,14 @@ setup(
     python_requires='>=3.10',
     packages=find_packages(include=['mmlinear', 'mmlinear.*']),
     # The configs ship inside the package (as OpenMMLab wheels ship .mim/configs) so that
-    # downstream projects can inherit them as 'mmlinear::<path>'.
-    package_data={'mmlinear': ['.mim/model-index.yml', '.mim/configs/**/*.py']},
+    # downstream projects can inherit them as 'mmlinear::<path>'; with the model zoo's
+    # metafiles and the tools, mim finds and runs them (`mim search / train / test mmlinear`).
+    package_data={
+        'mmlinear': [
+            '.mim/model-index.yml', '.mim/configs/**/*.py', '.mim/configs/**/metafile.yml',
+            '.mim/configs/**/README.md', '.mim/tools/**/*.py', '.mim/tools/**/*.sh'
+        ]
+    },
     include_package_data=True,
     install_requires=read_requirements('runtime.txt'),
     extras_require={

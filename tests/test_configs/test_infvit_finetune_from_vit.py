@@ -5,7 +5,8 @@ and trains with layer-wise lr decay.
 A real ViT-L/16 checkpoint is 1.2 GB, so the loading is exercised on a small timm ViT
 converted the same way, with the config's arch, image size and head width overridden to fit
 it; that ViT-L/16 itself has the infvit-24l shape is checked on the meta device in
-tests/test_apis/test_vit_conversion.py (test_vit_l16_has_the_shape_of_infvit_24l).
+tests/test_apis/test_vit_conversion.py (test_vit_l16_has_the_shape_of_infvit_24l), and the
+config as it is loads a full-size converted ViT-L/16 in a test marked slow.
 """
 import os.path as osp
 
@@ -110,3 +111,28 @@ def test_layer_wise_lr_decay(converted_vit):
                  'backbone.final_norm.bias'):
         assert groups[name]['weight_decay'] == 0, name
     assert groups['backbone.blocks.1.attn.q_proj.weight']['weight_decay'] == wd
+
+
+@pytest.mark.slow
+def test_full_size_vit_l16_loads_into_the_config(tmp_path):
+    """The config as it is (only the checkpoint path changed) loads a converted ViT-L/16 of
+    timm's (random weights: 1.2 GB written, converted and read back)."""
+    from mmlinear.utils import load_checkpoint_file
+    torch.manual_seed(0)
+    src = str(tmp_path / 'model.safetensors')
+    save_file(timm.create_model('vit_large_patch16_224', pretrained=False).state_dict(), src)
+    dst = str(tmp_path / 'infvit-24l-pure_from-vit-l16.pth')
+    save_converted(convert_vit_checkpoint(src, attn_type='pure'), dst)
+    cfg = Config.fromfile(CONFIG)
+    cfg.model.backbone.init_cfg.checkpoint = dst
+    init_default_scope(cfg.default_scope)
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    saved = {
+        k[len('backbone.'):]: v
+        for k, v in load_checkpoint_file(dst)['state_dict'].items() if k.startswith('backbone.')
+    }
+    loaded = model.backbone.state_dict()
+    assert sorted(loaded) == sorted(saved)
+    for key, value in loaded.items():
+        assert torch.equal(value, saved[key]), key

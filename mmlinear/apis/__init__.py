@@ -1,5 +1,6 @@
 """What the tools share: building models by name, reading images, counting FLOPs, setting up
-runs, and (in :mod:`mmlinear.apis.benchmark`) measuring speed and memory.
+runs, converting ViT checkpoints to InfViT, and (in :mod:`mmlinear.apis.benchmark`) measuring
+speed and memory.
 
 This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the scripts in
 ``tools/`` import it, and nothing below it may.
@@ -11,11 +12,13 @@ from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backb
 from .runner_setup import (SCOPES, add_common_arguments, check_dataset_paths, close_launcher,
                            config_scope, enable_amp, fix_dataloaders, load_config, parse_tool_args,
                            prepare_launcher, set_work_dir)
+from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 
 __all__ = [
-    'BACKBONE_PRESETS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS', 'SCOPES',
-    'add_common_arguments', 'backbone_config', 'build_backbone', 'build_classifier',
-    'check_dataset_paths', 'close_launcher', 'config_scope', 'count_flops', 'count_params',
-    'enable_amp', 'fix_dataloaders', 'input_normalization', 'list_images', 'load_config',
-    'load_images', 'parse_tool_args', 'prepare_launcher', 'set_work_dir'
+    'BACKBONE_PRESETS', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS',
+    'SCOPES', 'add_common_arguments', 'backbone_config', 'build_backbone', 'build_classifier',
+    'check_dataset_paths', 'close_launcher', 'config_scope', 'convert_vit_checkpoint',
+    'count_flops', 'count_params', 'enable_amp', 'fix_dataloaders', 'input_normalization',
+    'list_images', 'load_config', 'load_images', 'parse_tool_args', 'prepare_launcher',
+    'save_converted', 'set_work_dir'
 ]

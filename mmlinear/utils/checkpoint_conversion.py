@@ -8,6 +8,9 @@ from torch import Tensor
 
 from .safe_checkpoint import load_checkpoint_file
 
+#: Extensions of files written by ``torch.save`` that the converters read.
+TORCH_EXTS = ('.pth', '.pt', '.bin', '.ckpt')
+
 
 def load_torch_checkpoint(path: str) -> object:
     """Read a file saved with ``torch.save``, safely (``weights_only=True``, see
@@ -21,6 +24,55 @@ def load_torch_checkpoint(path: str) -> object:
     if not osp.isfile(path):
         raise FileNotFoundError(f'source checkpoint not found: {path}')
     return load_checkpoint_file(path, map_location='cpu')
+
+
+def load_safetensors_file(path: str) -> Dict[str, Tensor]:
+    """Read a Hugging Face ``.safetensors`` file onto the CPU.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ImportError: If the safetensors package is not installed.
+        ValueError: If the file is not a valid safetensors file.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'source checkpoint not found: {path}')
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError('reading .safetensors needs the safetensors package '
+                          '(pip install safetensors)') from e
+    try:
+        return load_file(path, device='cpu')
+    except SafetensorError as e:
+        raise ValueError(f'cannot read {path} as a .safetensors file: {e}') from e
+
+
+def load_state_dict_file(path: str, wrappers: Sequence[str]) -> Dict[str, Tensor]:
+    """The state dict in a ``.safetensors`` file or a file of ``torch.save``, by extension.
+
+    Args:
+        path (str): The file: ``.safetensors`` or one of ``TORCH_EXTS``.
+        wrappers (Sequence[str]): Where a torch file may nest the state dict (see
+            :func:`find_state_dict`).
+
+    Returns:
+        dict[str, Tensor]: The state dict.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: For another extension, or a file without a state dict of tensors.
+        pickle.UnpicklingError: If a torch file holds other objects or is not a torch file.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'source checkpoint not found: {path}')
+    ext = osp.splitext(path)[1].lower()
+    if ext == '.safetensors':
+        return load_safetensors_file(path)
+    if ext in TORCH_EXTS:
+        return find_state_dict(load_torch_checkpoint(path), wrappers, path)
+    raise ValueError(f'unknown checkpoint extension {ext!r} of {path}; expected .safetensors '
+                     f'or one of {", ".join(TORCH_EXTS)}')
 
 
 def find_state_dict(checkpoint: object, wrappers: Sequence[str], path: str) -> Dict[str, Tensor]:

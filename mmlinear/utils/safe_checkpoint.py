@@ -84,6 +84,13 @@ def _numpy_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
     return safe
 
 
+def _unpickler_reason(error: pickle.UnpicklingError) -> str:
+    """The part of torch's weights-only error that says what failed (torch wraps it in advice
+    to turn ``weights_only`` off, which does not apply here)."""
+    found = re.search(r'WeightsUnpickler error:\s*(.+?)(?:\n\s*\n|$)', str(error), re.S)
+    return (found.group(1) if found else str(error)).strip()
+
+
 def load_checkpoint_file(filename: str, map_location: Optional[Any] = None) -> Any:
     """Load a local checkpoint with ``torch.load(weights_only=True)``.
 
@@ -96,16 +103,30 @@ def load_checkpoint_file(filename: str, map_location: Optional[Any] = None) -> A
 
     Raises:
         FileNotFoundError: If the file does not exist.
-        pickle.UnpicklingError: If the file holds anything else; nothing of it has run.
+        pickle.UnpicklingError: If the file holds anything else (nothing of it has run), or
+            is not a file of ``torch.save`` (empty, truncated, another format).
     """
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'checkpoint not found: {filename}')
     try:
         return torch.load(filename, map_location=map_location, weights_only=True)
+    except EOFError:
+        raise pickle.UnpicklingError(f'cannot read checkpoint {filename}: the file is empty or '
+                                     'truncated') from None
     except pickle.UnpicklingError as error:
-        found = re.search(r'Unsupported global: GLOBAL (\S+)', str(error))
-        what = f'the global {found.group(1)}' if found else str(error).splitlines()[-1]
+        reason = _unpickler_reason(error)
+        found = re.search(r'Unsupported global: GLOBAL (\S+)', reason)
+        if found:
+            what = f'the global {found.group(1)}'
+        elif reason.startswith('refusing getattr'):  # from checkpoint_getattr
+            what = reason
+        else:
+            # Not a refused object but a file that torch.save did not write (or a damaged
+            # one): the unpickler stops at the first byte it cannot parse.
+            raise pickle.UnpicklingError(
+                f'cannot read checkpoint {filename}: it is not a file written by torch.save '
+                f'or it is damaged ({reason})') from None
         raise pickle.UnpicklingError(
             f'refusing to load checkpoint {filename}: it holds {what}, which a checkpoint '
             'may not contain (mmlinear loads with torch.load(weights_only=True) and allows '

@@ -1,6 +1,7 @@
 """mmengine checkpoints load under weights_only=True; nothing else in a pickle may run."""
 import builtins
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from mmengine.logging import HistoryBuffer
 from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
 
 import mmlinear  # noqa: F401  (registers the allowlist)
-from mmlinear.utils import checkpoint_getattr
+from mmlinear.utils import checkpoint_getattr, load_checkpoint_file
 
 
 def mmengine_like_checkpoint():
@@ -71,3 +72,19 @@ def test_restricted_getattr():
                                           '__init__'), (OneCycleParamScheduler, 'step')):
         with pytest.raises(Exception, match='refusing getattr'):
             checkpoint_getattr(obj, name)
+
+
+@pytest.mark.parametrize(
+    'content,reason', [(b'', 'the file is empty or truncated'),
+                       (bytes(range(256)), 'not a file written by torch.save or it is damaged')],
+    ids=['empty', 'not-torch'])
+def test_unreadable_file_is_named_as_such(tmp_path, content, reason):
+    """A file torch.save did not write is reported as unreadable, not as a refused object
+    (and without torch's advice to turn weights_only off)."""
+    path = tmp_path / 'ckpt.pth'
+    path.write_bytes(content)
+    with pytest.raises(pickle.UnpicklingError) as info:
+        load_checkpoint_file(str(path))
+    message = str(info.value)
+    assert message.startswith(f'cannot read checkpoint {path}: ') and reason in message
+    assert 'weights_only' not in message

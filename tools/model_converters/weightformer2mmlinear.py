@@ -22,30 +22,15 @@ from typing import Dict
 
 import torch
 
-from mmlinear.utils.checkpoint_conversion import (check_key_layout, find_state_dict,
-                                                  load_torch_checkpoint, strip_key_prefixes)
+from mmlinear.utils.checkpoint_conversion import (check_key_layout, load_state_dict_file,
+                                                  strip_key_prefixes)
 
-TORCH_EXTS = ('.pth', '.pt', '.bin', '.ckpt')
 HEAD_MAP = {'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias'}
 
 
 def load_source(path: str) -> Dict[str, torch.Tensor]:
     """Read the released state dict from ``path`` (.pth-like or .safetensors)."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'source checkpoint not found: {path}')
-    ext = osp.splitext(path)[1].lower()
-    if ext == '.safetensors':
-        try:
-            from safetensors.torch import load_file
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise ImportError('reading .safetensors needs the safetensors package '
-                              '(pip install safetensors)') from e
-        state = load_file(path, device='cpu')
-    elif ext in TORCH_EXTS:
-        state = find_state_dict(load_torch_checkpoint(path), ('model', 'state_dict'), path)
-    else:
-        raise ValueError(f'unknown checkpoint extension {ext!r} of {path}; expected '
-                         f'.safetensors or one of {", ".join(TORCH_EXTS)}')
+    state = load_state_dict_file(path, ('model', 'state_dict'))
     # DataParallel / DDP saves
     return strip_key_prefixes(state, ('module.', ))
 

@@ -55,6 +55,9 @@ class InfViT(BasePlainBackbone):
         drop_path_rate (float): Stochastic depth, linearly increasing over the layers.
             Defaults to 0.
         final_norm (bool): LayerNorm after the last layer. Defaults to True.
+        layer_norm_eps (float): Epsilon of every LayerNorm. Defaults to 1e-6 (timm's and
+            mmpretrain's ViTs; Hugging Face's ViT uses 1e-12, which weights converted from it
+            need to reproduce its features).
         interpolate_mode (str): Position-table interpolation. Defaults to 'bicubic'.
         frozen_stages (int): Freeze the patch embedding, the CLS token and the position table
             (stage 0) and then the first ``frozen_stages`` layers; -1 freezes nothing.
@@ -94,6 +97,7 @@ class InfViT(BasePlainBackbone):
                  attn_drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
                  final_norm: bool = True,
+                 layer_norm_eps: float = 1e-6,
                  interpolate_mode: str = 'bicubic',
                  frozen_stages: int = -1,
                  with_cp: bool = False,
@@ -113,7 +117,8 @@ class InfViT(BasePlainBackbone):
             torch.zeros(1, self.num_extra_tokens + num_patches, self.embed_dims))
         self.drop_after_pos = nn.Dropout(drop_rate)
 
-        dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
+        # On the CPU, so that the model can also be built on the meta device (shapes only).
+        dpr = torch.linspace(0, drop_path_rate, self.num_layers, device='cpu').tolist()
         self.blocks = nn.ModuleList(
             InfViTBlock(
                 self.embed_dims,
@@ -122,13 +127,14 @@ class InfViT(BasePlainBackbone):
                 drop_rate=drop_rate,
                 attn_drop_rate=attn_drop_rate,
                 drop_path_rate=dpr[i],
+                layer_norm_eps=layer_norm_eps,
                 attn_type=attn_type,
                 rho_init=rho_init,
                 rho_mode=rho_mode,
                 qkv_bias=qkv_bias,
                 tie_qk=tie_qk) for i in range(self.num_layers))
         self._add_final_norm(
-            nn.LayerNorm(self.embed_dims, eps=1e-6) if final_norm else nn.Identity())
+            nn.LayerNorm(self.embed_dims, eps=layer_norm_eps) if final_norm else nn.Identity())
 
         self._register_load_state_dict_pre_hook(self._prepare_state_dict)
         self._freeze_stages()
@@ -158,6 +164,30 @@ class InfViT(BasePlainBackbone):
                              f'{src_tokens} patch tokens; it must be square')
         state_dict[name] = resize_pos_embed(state_dict[name], (side, side), self.patch_resolution,
                                             self.interpolate_mode, self.num_extra_tokens)
+
+    def get_layer_depth(self, param_name: str, prefix: str = '') -> Tuple[int, int]:
+        """The layer-wise depth of a parameter, for mmpretrain's layer-wise learning-rate
+        decay (``LearningRateDecayOptimWrapperConstructor``, through
+        ``ImageClassifier.get_layer_depth``), as mmpretrain's ViT defines it.
+
+        Args:
+            param_name (str): The parameter's name in the whole model.
+            prefix (str): The backbone's prefix in that model ('backbone.').
+
+        Returns:
+            tuple[int, int]: The depth (0 for the patch embedding, CLS token and positions,
+            i + 1 for block i, the last for the final norm and whatever is not in the
+            backbone) and the number of depths, ``num_layers + 2``.
+        """
+        num_depths = self.num_layers + 2
+        if not param_name.startswith(prefix):
+            return num_depths - 1, num_depths
+        name = param_name[len(prefix):]
+        if name in ('cls_token', 'pos_embed') or name.startswith('patch_embed.'):
+            return 0, num_depths
+        if name.startswith('blocks.'):
+            return int(name.split('.')[1]) + 1, num_depths
+        return num_depths - 1, num_depths
 
     def _stem_parts(self) -> List[Union[nn.Module, nn.Parameter]]:
         return [self.patch_embed, self.drop_after_pos, self.cls_token, self.pos_embed]

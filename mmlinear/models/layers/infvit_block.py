@@ -18,6 +18,7 @@ class InfViTBlock(nn.Module):
         drop_rate (float): Dropout after the projections. Defaults to 0.
         attn_drop_rate (float): Dropout on the attention scores. Defaults to 0.
         drop_path_rate (float): Stochastic depth of both branches. Defaults to 0.
+        layer_norm_eps (float): Epsilon of the two LayerNorms. Defaults to 1e-6.
         **attn_kwargs: ``attn_type``, ``rho_init``, ``rho_mode``, ``qkv_bias``, ``tie_qk``,
             passed to :class:`InfSAAttention`.
     """
@@ -29,12 +30,13 @@ class InfViTBlock(nn.Module):
                  drop_rate: float = 0.,
                  attn_drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
+                 layer_norm_eps: float = 1e-6,
                  **attn_kwargs) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(embed_dims, eps=1e-6)
+        self.ln1 = nn.LayerNorm(embed_dims, eps=layer_norm_eps)
         self.attn = InfSAAttention(
             embed_dims, num_heads, attn_drop=attn_drop_rate, proj_drop=drop_rate, **attn_kwargs)
-        self.ln2 = nn.LayerNorm(embed_dims, eps=1e-6)
+        self.ln2 = nn.LayerNorm(embed_dims, eps=layer_norm_eps)
         self.ffn = Mlp(embed_dims, feedforward_channels, drop=drop_rate)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 

@@ -64,9 +64,7 @@ def test_weights_are_official_releases_with_a_converter():
         if converter:
             script = converter.split()[1]
             assert script.startswith('tools/model_converters/'), model.name
-            # vit2infvit.py comes with the ViT-to-InfViT converter (issue 12, item 1).
-            if osp.basename(script) != 'vit2infvit.py':
-                assert osp.isfile(osp.join(MIM_ROOT, script)), script
+            assert osp.isfile(osp.join(MIM_ROOT, script)), script
     assert not any(m.weights for m in INDEX.models if m.in_collection == 'InfViT')
 
 

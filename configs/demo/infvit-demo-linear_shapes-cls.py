@@ -1,4 +1,6 @@
 # Demo: Linear-InfViT classifier on the bundled 64x64 shapes (circle / square / triangle).
+# The detection and segmentation demos start from its backbone (their init_cfg reads
+# work_dirs/demo/infvit-demo-linear_shapes-cls/epoch_20.pth, where `make demo` writes it).
 # Generate the data first: python tools/misc/make_tiny_datasets.py
 _base_ = ['mmpretrain::_base_/default_runtime.py']
 custom_imports = dict(imports=['mmlinear.models'], allow_failed_imports=False)

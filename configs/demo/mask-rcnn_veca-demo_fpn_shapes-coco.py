@@ -3,7 +3,11 @@
 # Generate the data first: python tools/misc/make_tiny_datasets.py
 _base_ = ['./mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py', '../_base_/veca_variables.py']
 
-model = dict(backbone={{_base_.veca_demo_dense_backbone}}, neck=dict(in_channels=96))
+# A 16x16-patch backbone trained from scratch: the stride-16 pyramid (strides 4 to 32), not the
+# InfViT demo's (8x8 patches, started from the classifier).
+model = dict(
+    backbone={{_base_.veca_demo_dense_backbone}},
+    neck=dict(in_channels=96, scale_factors=(4.0, 2.0, 1.0, 0.5)))
 
 # No decay on the norms; the core bank is decayed, as in the reference.
 optim_wrapper = dict(paramwise_cfg=dict(_delete_=True, norm_decay_mult=0.0))

@@ -5,6 +5,8 @@
 # Generate the data first: python tools/misc/make_tiny_datasets.py
 _base_ = ['./upernet_infvit-demo-linear_shapes-ade.py']
 
+# A 16x16-patch backbone trained from scratch: the stride-16 pyramid (strides 4 to 32), not the
+# InfViT demo's (8x8 patches, started from the classifier).
 model = dict(
     backbone=dict(
         _delete_=True,
@@ -13,7 +15,9 @@ model = dict(
         patch_size=16,
         out_type='featmap',
         out_indices=(-1, )),
-    neck=dict(in_channels=96))
+    neck=dict(in_channels=96, scale_factors=(4.0, 2.0, 1.0, 0.5)),
+    decode_head=dict(in_channels=[24, 48, 96, 96], in_index=[0, 1, 2, 3]),
+    auxiliary_head=dict(in_index=2))
 
 optim_wrapper = dict(
     paramwise_cfg=dict(_delete_=True, norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))

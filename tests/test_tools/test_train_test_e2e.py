@@ -11,6 +11,8 @@ import textwrap
 import pytest
 import torch
 from conftest import REPO_ROOT
+from mmengine.config import Config
+from mmengine.registry import MODELS, init_default_scope
 
 import mmlinear  # noqa: F401  (checkpoints load under the weights-only allowlist)
 
@@ -37,11 +39,26 @@ def cls_config(tmp_path, data, epochs=2):
     ''')
 
 
-def det_config(tmp_path, data):
+@pytest.fixture(scope='module')
+def classifier(tmp_path_factory):
+    """A checkpoint of the demo classifier with the tests' small backbone, for the detector
+    and the segmenter to start from (its weights are untrained: what these runs check is the
+    plumbing)."""
+    init_default_scope('mmpretrain')
+    cfg = Config.fromfile(f'{DEMO}/infvit-demo-linear_shapes-cls.py')
+    cfg.model.backbone.arch = 'infvit-test'
+    cfg.model.head.in_channels = 32
+    path = str(tmp_path_factory.mktemp('classifier') / 'epoch_1.pth')
+    torch.save(dict(state_dict=MODELS.build(cfg.model).state_dict(), meta=dict()), path)
+    return path
+
+
+def det_config(tmp_path, data, classifier):
     return write_config(
         tmp_path, 'det.py', f'''
         _base_ = ['{DEMO}/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py']
-        model = dict(backbone=dict(arch='infvit-test'), neck=dict(in_channels=32),
+        model = dict(backbone=dict(arch='infvit-test', init_cfg=dict(checkpoint='{classifier}')),
+                     neck=dict(in_channels=32),
                      test_cfg=dict(rcnn=dict(score_thr=0.0)))
         root = '{data}/coco/'
         train_dataloader = dict(num_workers=0, persistent_workers=False,
@@ -56,12 +73,13 @@ def det_config(tmp_path, data):
     ''')
 
 
-def seg_config(tmp_path, data):
+def seg_config(tmp_path, data, classifier):
     return write_config(
         tmp_path, 'seg.py', f'''
         _base_ = ['{DEMO}/upernet_infvit-demo-linear_shapes-ade.py']
-        model = dict(backbone=dict(arch='infvit-test'), neck=dict(in_channels=32),
-                     decode_head=dict(in_channels=[8, 16, 32, 32]),
+        model = dict(backbone=dict(arch='infvit-test', init_cfg=dict(checkpoint='{classifier}')),
+                     neck=dict(in_channels=32),
+                     decode_head=dict(in_channels=[16, 32, 32]),
                      auxiliary_head=dict(in_channels=32))
         train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
                                 dataset=dict(data_root='{data}/ade'))
@@ -116,10 +134,21 @@ def last_checkpoint(work_dir):
         return f.read().strip()
 
 
+def task_config(task, tmp_path, data, classifier):
+    """The demo config of ``task`` on the tests' data; detection and segmentation start from
+    ``classifier``."""
+    if task == 'cls':
+        return cls_config(tmp_path, data)
+    return {'det': det_config, 'seg': seg_config}[task](tmp_path, data, classifier)
+
+
 @pytest.mark.parametrize('task', ['cls', 'det', 'seg'])
-def test_train_then_test(task, tiny_data, tmp_path):
-    config = {'cls': cls_config, 'det': det_config, 'seg': seg_config}[task](tmp_path, tiny_data)
-    train_then_test(config, task, tmp_path)
+def test_train_then_test(task, tiny_data, classifier, tmp_path):
+    train_then_test(task_config(task, tmp_path, tiny_data, classifier), task, tmp_path)
+    if task != 'cls':  # the classifier's backbone, found under its prefix, every key matched
+        log = open(glob.glob(str(tmp_path / 'work' / '*' / '*.log'))[0]).read()
+        assert f'load backbone. in model from: {classifier}' in log
+        assert 'missing keys' not in log and 'unexpected key' not in log
 
 
 def test_resume_continues_from_the_saved_epoch(tiny_data, tmp_path):
@@ -143,8 +172,8 @@ def test_resume_continues_from_the_saved_epoch(tiny_data, tmp_path):
 
 
 @pytest.mark.parametrize('task', ['cls', 'det', 'seg'])
-def test_amp_on_cpu_trains(task, tiny_data, tmp_path):
-    config = {'cls': cls_config, 'det': det_config, 'seg': seg_config}[task](tmp_path, tiny_data)
+def test_amp_on_cpu_trains(task, tiny_data, classifier, tmp_path):
+    config = task_config(task, tmp_path, tiny_data, classifier)
     work_dir = str(tmp_path / 'work')
     run([
         'tools/train.py', config, '--work-dir', work_dir, '--amp', '--cfg-options',
@@ -174,7 +203,7 @@ def test_bad_arguments_fail_clearly(tmp_path):
 
 @pytest.mark.parametrize('tool', ['train', 'test'])
 def test_config_pointing_at_missing_data_fails_before_building(tool, tmp_path):
-    config = det_config(tmp_path, str(tmp_path / 'nowhere'))
+    config = det_config(tmp_path, str(tmp_path / 'nowhere'), str(tmp_path / 'unused.pth'))
     args = ['tools/train.py', config] if tool == 'train' else [
         'tools/test.py', config, str(tmp_path / 'unused.pth')
     ]
@@ -193,11 +222,11 @@ def test_config_pointing_at_missing_data_fails_before_building(tool, tmp_path):
 
 
 @pytest.mark.parametrize('toolbox,task', [('mmdet', 'det'), ('mmseg', 'seg')])
-def test_upstream_train_script_runs_our_config(toolbox, task, tiny_data, tmp_path):
+def test_upstream_train_script_runs_our_config(toolbox, task, tiny_data, classifier, tmp_path):
     """The unmodified train.py shipped in the mmdet / mmseg wheels runs our demo configs."""
     package = __import__(toolbox)
     script = osp.join(osp.dirname(package.__file__), '.mim', 'tools', 'train.py')
-    config = {'det': det_config, 'seg': seg_config}[task](tmp_path, tiny_data)
+    config = task_config(task, tmp_path, tiny_data, classifier)
     run([script, config, '--work-dir', str(tmp_path / 'work')], cwd=str(tmp_path))
     assert osp.exists(last_checkpoint(str(tmp_path / 'work')))
 

@@ -11,8 +11,8 @@ Four sets under ``--out`` (default ``data/shapes``):
   features can tell (g(c1) + g(c2) > t for all equal pairs and < t for all unequal pairs is
   impossible with 3 or more colours), so a model without token mixing stays near chance.
 - ``coco/{images/{train,val},annotations/instances_{train,val}.json}``: 128x128 images with
-  one to three randomly rotated shapes, COCO instance segmentation with polygons (mmdet
-  CocoDataset).
+  one to three upright shapes of random colours, sizes and positions, COCO instance
+  segmentation with polygons (mmdet CocoDataset).
 - ``ade/{images,annotations}/{training,validation}``: the same kind of scenes as .jpg images and
   .png label maps (0 background, 1 circle, 2 square, 3 triangle; mmseg BaseSegDataset).
 
@@ -137,7 +137,9 @@ def scene(rng: np.random.RandomState, size: int) -> Tuple[Image.Image, np.ndarra
             continue
         placed.append((cx, cy, radius))
         category = int(rng.randint(len(CLASSES)))
-        polygon = shape_polygon(CLASSES[category], cx, cy, radius, rng.uniform(0, 2 * math.pi))
+        # Upright, as in the classification set: the detection and segmentation demos start
+        # from the classifier's backbone, so their shapes are the ones it learnt.
+        polygon = shape_polygon(CLASSES[category], cx, cy, radius, UPRIGHT[CLASSES[category]])
         draw.polygon(polygon, fill=bright_colour(rng))
         label_draw.polygon(polygon, fill=category + 1)
         instances.append(dict(category=category, polygon=polygon))
@@ -222,7 +224,7 @@ def main() -> None:
     args = parse_args()
     if args.scale <= 0:
         raise SystemExit(f'--scale must be positive, got {args.scale}')
-    settings = dict(seed=args.seed, scale=args.scale, version=6)
+    settings = dict(seed=args.seed, scale=args.scale, version=7)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):
         with open(stamp) as f:

@@ -3,15 +3,14 @@
 WeightFormer's dynamic convolution predicts the kernels from each image, so one batch holds
 B * C different depthwise kernels. Stride 1 with same-size zero padding k // 2 (k odd).
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd import Function
-from torch.autograd.function import once_differentiable
+from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext, runs_kernel
+from mmlinear.utils.ext_loader import exporting, has_kernel, kernel_dtype, require_kernel_ext
 
 
 def check_dwconv_inputs(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
@@ -79,32 +78,92 @@ def dynamic_dwconv2d_reference(x: Tensor, weight: Tensor, bias: Optional[Tensor]
     return out.reshape(B, C, H, W)
 
 
-class DynamicDWConv2dFunction(Function):
-    """Per-sample depthwise convolution kernel with its hand-written backward.
+# The kernel as a PyTorch operator. Inputs are contiguous, of one kernel dtype, with the bias
+# (B, C) or None.
+@torch.library.custom_op(
+    'mmlinear::dynamic_dwconv2d',
+    mutates_args=(),
+    device_types=('cpu', 'cuda'),
+    schema='(Tensor x, Tensor weight, Tensor? bias) -> Tensor')
+def dynamic_dwconv2d_op(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """``torch.ops.mmlinear.dynamic_dwconv2d``: the forward kernel of ``mmlinear._ext``.
 
-    Takes contiguous x (B, C, H, W), weight (B, C, k, k) and bias (B, C) or None, all of one
-    kernel dtype. No autocast casting: the kernels accumulate in float32 at least.
+    Returns:
+        Tensor: (B, C, H, W), shaped and typed as x.
     """
+    return require_kernel_ext('dynamic_dwconv2d',
+                              x.device).dynamic_dwconv2d_forward(x, weight, bias)
 
-    @staticmethod
-    @torch.amp.custom_fwd(device_type='cuda')
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.with_bias = bias is not None
-        return kernel_ext(x.device).dynamic_dwconv2d_forward(x, weight, bias)
 
-    @staticmethod
-    @once_differentiable
-    @torch.amp.custom_bwd(device_type='cuda')
-    def backward(ctx, grad_out: Tensor) -> tuple:
-        x, weight = ctx.saved_tensors
-        grad_x, grad_weight, grad_bias = kernel_ext(x.device).dynamic_dwconv2d_backward(
-            grad_out.contiguous(), x, weight)
-        return grad_x, grad_weight, grad_bias if ctx.with_bias else None
+@torch.library.custom_op(
+    'mmlinear::dynamic_dwconv2d_backward',
+    mutates_args=(),
+    device_types=('cpu', 'cuda'),
+    schema='(Tensor grad_out, Tensor x, Tensor weight) -> '
+    '(Tensor grad_x, Tensor grad_weight, Tensor grad_bias)')
+def dynamic_dwconv2d_backward_op(grad_out: Tensor, x: Tensor,
+                                 weight: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """``torch.ops.mmlinear.dynamic_dwconv2d_backward``: the hand-written backward kernel.
+
+    Returns:
+        tuple[Tensor]: grad_x, grad_weight (shaped and typed as x, weight) and the per-sample
+        grad_bias (B, C).
+    """
+    ext = require_kernel_ext('dynamic_dwconv2d_backward', x.device)
+    return tuple(ext.dynamic_dwconv2d_backward(grad_out, x, weight))
+
+
+@dynamic_dwconv2d_op.register_fake
+def _dynamic_dwconv2d_fake(x, weight, bias):
+    return torch.empty_like(x)
+
+
+@dynamic_dwconv2d_backward_op.register_fake
+def _dynamic_dwconv2d_backward_fake(grad_out, x, weight):
+    return torch.empty_like(x), torch.empty_like(weight), x.new_empty(x.shape[:2])
+
+
+def _dynamic_dwconv2d_setup_context(ctx, inputs, output):
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.with_bias = bias is not None
+
+
+def _dynamic_dwconv2d_backward(ctx, grad_out):
+    x, weight = ctx.saved_tensors
+    grad_x, grad_weight, grad_bias = torch.ops.mmlinear.dynamic_dwconv2d_backward(
+        grad_out.contiguous(), x, weight)
+    return grad_x, grad_weight, grad_bias if ctx.with_bias else None
+
+
+dynamic_dwconv2d_op.register_autograd(
+    _dynamic_dwconv2d_backward, setup_context=_dynamic_dwconv2d_setup_context)
+
+
+# FLOPs as FlopCounterMode counts the reference's grouped convolution (2 per multiply-add;
+# the bias is not counted), so FLOP tables do not depend on which path ran.
+@register_flop_formula(torch.ops.mmlinear.dynamic_dwconv2d)
+def _dynamic_dwconv2d_flop(x_shape, weight_shape, *args, out_shape=None, **kwargs) -> int:
+    B, C, H, W = x_shape
+    return 2 * B * C * H * W * weight_shape[2] * weight_shape[3]
+
+
+@register_flop_formula(torch.ops.mmlinear.dynamic_dwconv2d_backward)
+def _dynamic_dwconv2d_backward_flop(grad_shape,
+                                    x_shape,
+                                    weight_shape,
+                                    *args,
+                                    out_shape=None,
+                                    **kwargs) -> int:
+    # grad_x and grad_weight cost one forward each.
+    return 2 * _dynamic_dwconv2d_flop(x_shape, weight_shape)
 
 
 def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """Per-sample depthwise convolution through the kernel, or the reference where none exists.
+
+    The kernel is ``torch.ops.mmlinear.dynamic_dwconv2d``; while a graph is being exported the
+    reference runs.
 
     Args:
         x (Tensor): (B, C, H, W).
@@ -125,12 +184,12 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
         x, weight = x.to(dtype), weight.to(dtype)
         bias = None if bias is None else bias.to(dtype)
     check_dwconv_inputs(x, weight, bias)
-    if not runs_kernel(x):
+    if exporting() or not has_kernel(x.device.type):
         return dynamic_dwconv2d_reference(x, weight, bias)
     dtype = kernel_dtype(x)
     if bias is not None:
         bias = bias.to(dtype).expand(x.shape[:2]).contiguous()
-    out = DynamicDWConv2dFunction.apply(
+    out = torch.ops.mmlinear.dynamic_dwconv2d(
         x.to(dtype).contiguous(),
         weight.to(dtype).contiguous(), bias)
     return out.to(x.dtype)

@@ -10,14 +10,13 @@ cross-attention shape bug is fixed).
 A ``key_padding_mask`` drops padded keys from the scores; for self-attention (N == S) the same
 tokens are dropped from the query energies, so padding cannot move the central query.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
-from torch.autograd import Function
-from torch.autograd.function import once_differentiable
+from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import kernel_dtype, kernel_ext, runs_kernel
+from mmlinear.utils.ext_loader import exporting, has_kernel, kernel_dtype, require_kernel_ext
 from .infsa_common import check_infsa_inputs, rho_per_head, rho_vector, scaled_float32
 
 
@@ -80,39 +79,104 @@ def linear_infsa_reference(q: Tensor,
     return pooled.to(q.dtype).unsqueeze(2).expand(B, H, N, d)
 
 
-class LinearInfSAFunction(Function):
-    """Fused Linear-InfSA kernel with its hand-written backward.
+# The kernel as a PyTorch operator: the pooled value u (B, H, d) and the statistics its
+# backward needs, as aten's native_layer_norm returns (out, mean, rstd). Inputs are contiguous,
+# of a kernel dtype, with rho as (H,) in the accumulation dtype (float32, float64 for float64
+# inputs), which every output has.
+@torch.library.custom_op(
+    'mmlinear::linear_infsa',
+    mutates_args=(),
+    device_types=('cpu', 'cuda'),
+    schema='(Tensor q, Tensor k, Tensor v, Tensor rho, Tensor? key_padding_mask, float eps) -> '
+    '(Tensor pooled, Tensor central_query, Tensor energy_sum, Tensor score_sum)')
+def linear_infsa_op(q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
+                    key_padding_mask: Optional[Tensor],
+                    eps: float) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``torch.ops.mmlinear.linear_infsa``: the fused forward kernel of ``mmlinear._ext``.
 
-    Forward and backward take contiguous (B, H, N|S, d) inputs of a kernel dtype, rho as (H,)
-    and the mask as (B, S) bool (or None); the result is the pooled value (B, H, d) in the
-    accumulation dtype (float32, float64 for float64), which the caller broadcasts to N.
-
-    Autocast: ``custom_fwd`` without ``cast_inputs``. The kernels take half types as they are
-    and accumulate every norm and sum in float32 (float64 for float64), so casting the inputs
-    would only cost bandwidth; ``custom_bwd`` runs the backward under the forward's autocast
-    state.
+    Returns:
+        tuple[Tensor]: pooled (B, H, d), central query (B, H, d), query energy sum (B, H) and
+        score sum (B, H), in rho's dtype; only ``pooled`` is differentiable.
     """
+    ext = require_kernel_ext('linear_infsa', q.device)
+    return tuple(ext.linear_infsa_forward(q, k, v, rho, key_padding_mask, eps))
 
-    @staticmethod
-    @torch.amp.custom_fwd(device_type='cuda')
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
-                key_padding_mask: Optional[Tensor], eps: float) -> Tensor:
-        ext = kernel_ext(q.device)
-        pooled, central, energy_sum, score_sum = ext.linear_infsa_forward(
-            q, k, v, rho, key_padding_mask, eps)
-        ctx.save_for_backward(q, k, v, rho, key_padding_mask, central, energy_sum, score_sum)
-        ctx.eps = eps
-        return pooled
 
-    @staticmethod
-    @once_differentiable
-    @torch.amp.custom_bwd(device_type='cuda')
-    def backward(ctx, grad_pooled: Tensor) -> tuple:
-        q, k, v, rho, key_padding_mask, central, energy_sum, score_sum = ctx.saved_tensors
-        grad_q, grad_k, grad_v, grad_rho = kernel_ext(q.device).linear_infsa_backward(
-            grad_pooled.contiguous(), q, k, v, rho, key_padding_mask, central, energy_sum,
-            score_sum, ctx.eps)
-        return grad_q, grad_k, grad_v, grad_rho.sum(0), None, None
+@torch.library.custom_op(
+    'mmlinear::linear_infsa_backward',
+    mutates_args=(),
+    device_types=('cpu', 'cuda'),
+    schema='(Tensor grad_pooled, Tensor q, Tensor k, Tensor v, Tensor rho, '
+    'Tensor? key_padding_mask, Tensor central_query, Tensor energy_sum, Tensor score_sum, '
+    'float eps) -> (Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_rho)')
+def linear_infsa_backward_op(grad_pooled: Tensor, q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
+                             key_padding_mask: Optional[Tensor], central_query: Tensor,
+                             energy_sum: Tensor, score_sum: Tensor,
+                             eps: float) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``torch.ops.mmlinear.linear_infsa_backward``: the hand-written backward kernel.
+
+    Returns:
+        tuple[Tensor]: grad_q, grad_k, grad_v (shaped and typed as q, k, v) and the per-sample
+        grad_rho (B, H) in rho's dtype.
+    """
+    ext = require_kernel_ext('linear_infsa_backward', q.device)
+    return tuple(
+        ext.linear_infsa_backward(grad_pooled, q, k, v, rho, key_padding_mask, central_query,
+                                  energy_sum, score_sum, eps))
+
+
+@linear_infsa_op.register_fake
+def _linear_infsa_fake(q, k, v, rho, key_padding_mask, eps):
+    B, H, _, d = q.shape
+    return (q.new_empty((B, H, d), dtype=rho.dtype), q.new_empty(
+        (B, H, d), dtype=rho.dtype), q.new_empty(
+            (B, H), dtype=rho.dtype), q.new_empty((B, H), dtype=rho.dtype))
+
+
+@linear_infsa_backward_op.register_fake
+def _linear_infsa_backward_fake(grad_pooled, q, k, v, rho, key_padding_mask, central_query,
+                                energy_sum, score_sum, eps):
+    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+            torch.empty_like(energy_sum))
+
+
+def _linear_infsa_setup_context(ctx, inputs, output):
+    q, k, v, rho, key_padding_mask, eps = inputs
+    _, central_query, energy_sum, score_sum = output
+    ctx.mark_non_differentiable(central_query, energy_sum, score_sum)
+    ctx.save_for_backward(q, k, v, rho, key_padding_mask, central_query, energy_sum, score_sum)
+    ctx.eps = eps
+
+
+def _linear_infsa_backward(ctx, grad_pooled, *unused_grads):
+    q, k, v, rho, key_padding_mask, central_query, energy_sum, score_sum = ctx.saved_tensors
+    grad_q, grad_k, grad_v, grad_rho = torch.ops.mmlinear.linear_infsa_backward(
+        grad_pooled.contiguous(), q, k, v, rho, key_padding_mask, central_query, energy_sum,
+        score_sum, ctx.eps)
+    return grad_q, grad_k, grad_v, grad_rho.sum(0), None, None
+
+
+linear_infsa_op.register_autograd(_linear_infsa_backward, setup_context=_linear_infsa_setup_context)
+
+
+# FLOPs as FlopCounterMode counts them on the reference (2 per multiply-add of its three
+# batched products: the central query, the key scores and the pooled value), so FLOP tables
+# do not depend on which path ran.
+@register_flop_formula(torch.ops.mmlinear.linear_infsa)
+def _linear_infsa_flop(q_shape, k_shape, *args, out_shape=None, **kwargs) -> int:
+    B, H, N, d = q_shape
+    return 2 * B * H * d * (N + 2 * k_shape[2])
+
+
+@register_flop_formula(torch.ops.mmlinear.linear_infsa_backward)
+def _linear_infsa_backward_flop(grad_shape,
+                                q_shape,
+                                k_shape,
+                                *args,
+                                out_shape=None,
+                                **kwargs) -> int:
+    # Autograd of the reference runs two products per forward product.
+    return 2 * _linear_infsa_flop(q_shape, k_shape)
 
 
 def linear_infsa(q: Tensor,
@@ -123,9 +187,10 @@ def linear_infsa(q: Tensor,
                  eps: float = 1e-6) -> Tensor:
     """Linear-InfSA through the compiled kernel, or the reference where there is none.
 
-    Same arguments and result as :func:`linear_infsa_reference`. The kernel runs for CPU
-    tensors (and CUDA ones when built with CUDA) when ``mmlinear._ext`` is available; the
-    output is an expanded view of the pooled (B, H, d) value, as the reference's.
+    Same arguments and result as :func:`linear_infsa_reference`. The kernel
+    (``torch.ops.mmlinear.linear_infsa``) runs for CPU tensors (and CUDA ones when built with
+    CUDA) when ``mmlinear._ext`` is available and no graph is being exported; the output is an
+    expanded view of the pooled (B, H, d) value, as the reference's.
 
     Args:
         q (Tensor): (B, H, N, d) queries.
@@ -139,13 +204,13 @@ def linear_infsa(q: Tensor,
         Tensor: (B, H, N, d) in q's dtype.
     """
     check_infsa_inputs(q, k, v, rho, key_padding_mask)
-    if not runs_kernel(q):
+    if exporting() or not has_kernel(q.device.type):
         return linear_infsa_reference(q, k, v, rho, key_padding_mask, eps)
     B, H, N, d = q.shape
     dtype = kernel_dtype(q)
-    pooled = LinearInfSAFunction.apply(
+    pooled = torch.ops.mmlinear.linear_infsa(
         q.to(dtype).contiguous(),
         k.to(dtype).contiguous(),
         v.to(dtype).contiguous(), rho_vector(rho, H, torch.promote_types(dtype, torch.float32)),
-        None if key_padding_mask is None else key_padding_mask.contiguous(), float(eps))
+        None if key_padding_mask is None else key_padding_mask.contiguous(), float(eps))[0]
     return pooled.to(q.dtype).unsqueeze(2).expand(B, H, N, d)

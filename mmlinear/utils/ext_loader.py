@@ -4,17 +4,20 @@ Unlike mmcv's loader, a missing extension is not an error: ``import mmlinear`` m
 plain source checkout or a ``MMLINEAR_WITH_OPS=0`` build, and every op has a PyTorch reference
 to fall back to. The fallback is announced once per process, because it is much slower (and
 Pure InfSA's reference needs N^2 memory).
+
+The ops decide between kernel and reference with :func:`has_kernel` and :func:`exporting`,
+both of which ``torch.compile`` evaluates once while tracing (docs/ops.md, "torch.compile").
 """
 import importlib
 import os
 import warnings
+from collections import Counter
 from functools import lru_cache
 from types import ModuleType
 from typing import Optional
 
 import torch
 from torch import Tensor
-from torch._subclasses.fake_tensor import is_fake
 
 # Runtime switch: ``MMLINEAR_DISABLE_EXT=1`` ignores a built extension (``MMLINEAR_WITH_OPS``
 # only acts at build time), e.g. to compare the two paths in one environment.
@@ -22,6 +25,9 @@ DISABLE_ENV = 'MMLINEAR_DISABLE_EXT'
 # Every function the Python ops call; a stale build that lacks one is treated as missing.
 EXT_FUNCTIONS = ('with_cuda', 'linear_infsa_forward', 'linear_infsa_backward', 'pure_infsa_forward',
                  'pure_infsa_backward', 'dynamic_dwconv2d_forward', 'dynamic_dwconv2d_backward')
+# How many times each ``torch.ops.mmlinear`` operator has run its kernel in this process: the
+# evidence that a compiled graph (whose code calls the operators) runs the kernels.
+KERNEL_CALLS: Counter = Counter()
 
 
 @lru_cache(maxsize=None)
@@ -68,20 +74,62 @@ def kernel_ext(device: torch.device) -> Optional[ModuleType]:
     return None
 
 
-def runs_kernel(x: Tensor) -> bool:
-    """Whether an op on ``x`` runs the compiled kernel rather than the reference.
-
-    The kernels need real data: a fake tensor (FLOP counting with ``FakeTensorMode``,
-    ``torch.compile`` tracing) goes through the reference, whose PyTorch ops those modes
-    understand.
+def require_kernel_ext(op: str, device: torch.device) -> ModuleType:
+    """The extension for an operator ``torch.ops.mmlinear.<op>`` called on ``device``, counted
+    in ``KERNEL_CALLS``.
 
     Args:
-        x (Tensor): The op's first input.
+        op (str): The operator's name, for the error message.
+        device (torch.device): Device of the operator's inputs.
 
     Returns:
-        bool: True if ``mmlinear._ext`` has kernels for ``x.device`` and ``x`` is not fake.
+        ModuleType: ``mmlinear._ext``.
+
+    Raises:
+        RuntimeError: If it has no kernels for ``device`` (not built with them, disabled or
+            unusable); the functions of ``mmlinear.ops`` fall back to the references there.
     """
-    return kernel_ext(x.device) is not None and not is_fake(x)
+    ext = kernel_ext(device)
+    if ext is None:
+        raise RuntimeError(
+            f'torch.ops.mmlinear.{op} has no kernel for {device.type} tensors: mmlinear._ext is '
+            f'not built with {device.type} kernels, disabled by {DISABLE_ENV}=1 or unusable. '
+            f'The functions of mmlinear.ops run the PyTorch references there.')
+    KERNEL_CALLS[op] += 1
+    return ext
+
+
+@torch.compiler.assume_constant_result
+def has_kernel(device_type: str) -> bool:
+    """Whether ``mmlinear._ext`` has kernels for devices of type ``device_type``.
+
+    ``torch.compile`` calls this once while tracing and bakes the answer into the graph
+    (loading the extension cannot be traced), so a graph compiled before
+    ``MMLINEAR_DISABLE_EXT`` changes keeps the path it was compiled with.
+
+    Args:
+        device_type (str): ``torch.device.type`` of the op's inputs, e.g. 'cpu'.
+
+    Returns:
+        bool: True if the op runs the compiled kernel, False if it runs the reference.
+    """
+    return kernel_ext(torch.device(device_type)) is not None
+
+
+def exporting() -> bool:
+    """Whether a graph is being exported (``torch.onnx.export``, either exporter, or
+    ``torch.export``).
+
+    While exporting, ``mmlinear.ops.linear_infsa``, ``pure_infsa`` and ``dynamic_dwconv2d``
+    run their PyTorch references, so that exported graphs hold standard operators only.
+
+    Returns:
+        bool: True inside an export.
+    """
+    if torch.compiler.is_exporting():
+        return True
+    # The TorchScript exporter runs the model eagerly; under torch.compile it cannot be active.
+    return not torch.compiler.is_compiling() and torch.onnx.is_in_onnx_export()
 
 
 def kernel_dtype(x: Tensor) -> torch.dtype:

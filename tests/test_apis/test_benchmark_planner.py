@@ -3,7 +3,8 @@ outcomes do not depend on the machine's speed or load."""
 import pytest
 
 from mmlinear.apis.benchmark import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds,
-                                     num_tokens, plan_runs, run_grid)
+                                     markdown_tables, num_tokens, plan_runs, run_grid,
+                                     summarize_fits)
 
 
 def test_time_extrapolation_and_run_planning():
@@ -128,12 +129,38 @@ def test_grid_runs_the_planned_cases_and_records_their_results(capsys):
         warmup=0,
         repeats=1,
         threads=1,
-        mem_limit_gb=2.5)
+        mem_limit_gb=2.5,
+        compile=False)
     assert rows[0]['throughput_img_s'] == pytest.approx(10.) and rows[1]['peak_mem_mb'] == 150.
     assert rows[2]['note'] == "can't allocate memory" and rows[2]['median_ms'] is None
     assert all(r['note'] == 'fp16 is benchmarked on CUDA only' for r in rows[3:])
     log = capsys.readouterr().out
     assert '[3/6] infvit-test-pure 2048px b1 fp32 forward: OOM' in log
+
+
+def test_compiled_times_are_reported_against_eager(capsys):
+    result = dict(
+        status='ok',
+        median_ms=100.,
+        times_ms=[100.],
+        peak_mem_mb=10.,
+        compile_s=30.,
+        compiled_times_ms=[40.],
+        compiled_median_ms=40.)
+    launched = []
+    settings = GridSettings(
+        models=['infvit-test-pure'], resolutions=[64], repeats=1, threads=1, compile=True)
+    (row, ) = run_grid(
+        settings,
+        launch=lambda case, timeout: launched.append(case) or result,
+        flop_ratio=lambda model: None)
+    assert launched[0]['compile'] is True
+    assert row['compiled_median_ms'] == 40. and row['compile_s'] == 30.
+    assert row['compiled_over_eager'] == pytest.approx(0.4)
+    assert 'compiled 40.0 ms (0.40 x eager)' in capsys.readouterr().out
+    table = markdown_tables([row], summarize_fits([row], 2)).splitlines()
+    assert table[-1] == ('| infvit-test-pure | fp32 | forward | 1 | 64px | 100.0 ms | 40.0 ms | '
+                         '0.40 | 30.0 s |')
 
 
 def test_grid_settings_name_what_is_wrong():

@@ -1,9 +1,11 @@
 """Fixtures shared by the op tests (imported by name: a conftest.py here would shadow
 tests/conftest.py, which other tests import as `conftest`): every case runs on each device."""
+from typing import Callable, Set
+
 import pytest
 import torch
 
-from mmlinear.utils.ext_loader import load_ext
+from mmlinear.utils.ext_loader import KERNEL_CALLS, load_ext
 
 
 @pytest.fixture(params=[
@@ -25,3 +27,11 @@ def ext():
     if module is None:
         pytest.skip('mmlinear._ext is not built or disabled')
     return module
+
+
+def kernels_run(fn: Callable[[], object]) -> Set[str]:
+    """The ``torch.ops.mmlinear`` operators that ran their kernels during ``fn()``, e.g.
+    {'pure_infsa', 'pure_infsa_backward'}."""
+    before = KERNEL_CALLS.copy()
+    fn()
+    return set(KERNEL_CALLS - before)

@@ -82,6 +82,34 @@ def test_cli_time_budget_skips_with_an_estimate(tmp_path):
     assert 'skipped (over time budget, est.' in table[3]
 
 
+@pytest.mark.slow
+def test_cli_compile_reports_compiled_against_eager(tmp_path):
+    """--compile times the same case through torch.compile(fullgraph=True) in the worker; the
+    ratio is whatever the machine gives, so only its consistency is checked. Slow: inductor
+    compiles the forward pass in the worker (minutes on a shared CPU)."""
+    out = tmp_path / 'bench'
+    subprocess.run([
+        sys.executable, SCRIPT, '--models', 'infvit-test-pure', '--resolutions', '32', '--repeats',
+        '1', '--warmup', '0', '--threads', '1', '--time-budget', HOURS, '--worker-timeout', HOURS,
+        '--compile', '--out',
+        str(out)
+    ],
+                   check=True,
+                   capture_output=True,
+                   text=True)
+    with open(out / 'results.json') as f:
+        results = json.load(f)
+    (row, ) = results['results']
+    assert results['settings']['compile'] is True
+    assert row['status'] == 'ok' and row['compile_s'] > 0 and len(row['compiled_times_ms']) == 1
+    assert row['compiled_over_eager'] == pytest.approx(row['compiled_median_ms'] / row['median_ms'])
+    with open(out / 'results.csv') as f:
+        assert float(next(csv.DictReader(f))['compiled_median_ms']) == row['compiled_median_ms']
+    table = (out / 'results.md').read_text()
+    assert '| compiled / eager |' in table and '| infvit-test-pure | fp32 | forward | 1 | 32px |' \
+        in table
+
+
 def test_cli_rejects_unknown_models():
     proc = subprocess.run([sys.executable, SCRIPT, '--models', 'no-such-model'],
                           capture_output=True,

@@ -21,6 +21,8 @@ Examples:
     python tools/analysis_tools/benchmark.py \\
         --models configs/weightformer/weightformer-t_8xb256-amp_in1k.py \\
         --device cuda --dtypes fp32 bf16 fp16 --mode train --batch-sizes 1 8
+    python tools/analysis_tools/benchmark.py --models infvit-test-pure --resolutions 128 \\
+        --compile --worker-timeout 1800 --out work_dirs/bench_compile
 """
 import argparse
 import os
@@ -82,6 +84,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='CPU only: cap on the worker data segment, so a large case '
         'ends as OOM')
     parser.add_argument('--threads', type=int, default=DEFAULTS.threads, help='torch CPU threads')
+    parser.add_argument(
+        '--compile',
+        action='store_true',
+        help='also time torch.compile(model, fullgraph=True) (inductor) after the eager runs '
+        'of each case and report compiled / eager; compilation can take minutes per case on a '
+        'CPU, so raise --worker-timeout')
     parser.add_argument(
         '--fit-last',
         type=int,

@@ -198,6 +198,8 @@ class GridSettings:
             budget, at least 120.
         mem_limit_gb (float, optional): CPU only: cap on the worker's data segment.
         threads (int): torch CPU threads of the worker.
+        compile (bool): Also time each case through ``torch.compile(fullgraph=True)`` and
+            report compiled against eager time. The time budget plans the eager runs.
     """
     models: List[str] = field(default_factory=lambda: ['infvit-4l-linear', 'infvit-4l-softmax'])
     resolutions: List[int] = field(default_factory=lambda: [224, 512, 1024])
@@ -211,6 +213,7 @@ class GridSettings:
     worker_timeout: Optional[float] = None
     mem_limit_gb: Optional[float] = None
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    compile: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in (('dtypes', DTYPES), ('modes', MODES), ('device', DEVICES)):
@@ -252,7 +255,9 @@ def run_grid(settings: GridSettings,
     Returns:
         list[dict]: One row per case: the series, ``resolution``, ``tokens``, ``status``
         ('ok', 'OOM', 'timeout' or 'skipped'), ``note``, ``median_ms``, ``times_ms``,
-        ``throughput_img_s``, ``peak_mem_mb``, ``warmup``, ``repeats``.
+        ``throughput_img_s``, ``peak_mem_mb``, ``warmup``, ``repeats``; with
+        ``settings.compile`` also ``compile_s``, ``compiled_median_ms`` and
+        ``compiled_over_eager`` (compiled median over eager median).
     """
     from mmlinear.utils.progress import ProgressETA
     resolutions = sorted(settings.resolutions)
@@ -295,7 +300,8 @@ def run_grid(settings: GridSettings,
                     warmup=step.warmup,
                     repeats=step.repeats,
                     threads=settings.threads,
-                    mem_limit_gb=settings.mem_limit_gb)
+                    mem_limit_gb=settings.mem_limit_gb,
+                    compile=settings.compile)
                 result = launch(case, settings.timeout)
                 planner.record(resolution, result)
                 row.update(
@@ -311,9 +317,18 @@ def run_grid(settings: GridSettings,
                         times_ms=result['times_ms'],
                         peak_mem_mb=result['peak_mem_mb'],
                         throughput_img_s=batch / (result['median_ms'] / 1e3))
+                    if settings.compile:
+                        row.update(
+                            compile_s=result['compile_s'],
+                            compiled_median_ms=result['compiled_median_ms'],
+                            compiled_times_ms=result['compiled_times_ms'],
+                            compiled_over_eager=result['compiled_median_ms'] / result['median_ms'])
             rows.append(row)
             shown = (f'{row["median_ms"]:.1f} ms, {row["peak_mem_mb"]:.0f} MB'
                      if row['status'] == OK else f'{row["status"]} {row["note"]}')
+            if row.get('compiled_median_ms') is not None:
+                shown += (f'; compiled {row["compiled_median_ms"]:.1f} ms '
+                          f'({row["compiled_over_eager"]:.2f} x eager)')
             progress.step(f'{model} {resolution}px b{batch} {dtype} {mode}: {shown}')
         if on_series_done:
             on_series_done(rows)

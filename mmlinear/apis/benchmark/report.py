@@ -14,6 +14,8 @@ from .plotting import plot_scaling
 
 CSV_FIELDS = ('model', 'resolution', 'tokens', 'batch', 'dtype', 'mode', 'device', 'status',
               'median_ms', 'throughput_img_s', 'peak_mem_mb', 'warmup', 'repeats', 'note')
+# Added to the CSV when the rows have compiled times (``--compile``).
+COMPILE_CSV_FIELDS = ('compiled_median_ms', 'compiled_over_eager', 'compile_s')
 
 
 def fit_exponent(tokens: Sequence[float],
@@ -87,14 +89,15 @@ def fit_line(fit: dict) -> str:
 
 
 def markdown_tables(rows: List[dict], fits: List[dict]) -> str:
-    """Latency / peak-memory table (series x resolution) and the fitted exponents, markdown.
+    """Latency / peak-memory table (series x resolution) and the fitted exponents, markdown;
+    and compiled against eager time when the rows have it (``--compile``).
 
     Args:
         rows (list[dict]): Result rows.
         fits (list[dict]): The series' fits, in table order.
 
     Returns:
-        str: Two markdown tables separated by a blank line.
+        str: Two (three with compiled times) markdown tables separated by blank lines.
     """
     resolutions = sorted({r['resolution'] for r in rows}, key=num_tokens)
     lines = [
@@ -125,6 +128,17 @@ def markdown_tables(rows: List[dict], fits: List[dict]) -> str:
                      f'{format_exponent(fit["time_exponent"])} | '
                      f'{format_exponent(fit["memory_exponent"])} | '
                      f'{", ".join(f"{t:,}" for t in fit["fit_tokens"])} |')
+    compiled = [r for r in rows if r.get('compiled_median_ms') is not None]
+    if compiled:
+        lines += [
+            '', '| model | dtype | mode | batch | resolution | eager | compiled | '
+            'compiled / eager | first compiled call |', '|---|---|---|---|---|---|---|---|---|'
+        ]
+        for r in compiled:
+            lines.append(f'| {r["model"]} | {r["dtype"]} | {r["mode"]} | {r["batch"]} | '
+                         f'{r["resolution"]}px | {r["median_ms"]:,.1f} ms | '
+                         f'{r["compiled_median_ms"]:,.1f} ms | {r["compiled_over_eager"]:.2f} | '
+                         f'{r["compile_s"]:,.1f} s |')
     return '\n'.join(lines) + '\n'
 
 
@@ -172,7 +186,11 @@ def write_outputs(out: str, rows: List[dict], fits: List[dict], settings: Dict, 
     with open(osp.join(out, 'results.json'), 'w') as f:
         json.dump(dict(settings=settings, machine=info, results=rows, fits=fits), f, indent=1)
     with open(osp.join(out, 'results.csv'), 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction='ignore')
+        compiled = any('compiled_median_ms' in r for r in rows)
+        writer = csv.DictWriter(
+            f,
+            fieldnames=CSV_FIELDS + (COMPILE_CSV_FIELDS if compiled else ()),
+            extrasaction='ignore')
         writer.writeheader()
         writer.writerows(rows)
     with open(osp.join(out, 'results.md'), 'w') as f:

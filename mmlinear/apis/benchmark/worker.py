@@ -12,6 +12,10 @@ A fresh process per case keeps the peak memory of one case from leaking into the
 Allocation failures are results (status ``'OOM'``), not errors; on the CPU ``mem_limit_gb``
 caps the worker's data segment (``RLIMIT_DATA``) so that a large case fails cleanly instead of
 pushing the machine into swap or the OOM killer.
+
+With ``compile`` the same model is then timed again through ``torch.compile(fullgraph=True)``
+(inductor) in the same process, after the eager runs, so the two times share the machine's
+state; the first compiled call (compilation included) is reported apart.
 """
 import json
 import os
@@ -21,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Tuple
+from typing import Callable, List, Tuple
 
 from .cases import OK, image_hw
 
@@ -59,6 +63,18 @@ def _is_oom(error: BaseException) -> bool:
         "can't allocate memory" in text or 'cannot allocate memory' in text
 
 
+def _time_ms(iteration: Callable[[], None], warmup: int, repeats: int) -> List[float]:
+    """Milliseconds of each of ``repeats`` calls of ``iteration``, after ``warmup`` calls."""
+    for _ in range(warmup):
+        iteration()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        iteration()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
 def run_case(case: dict) -> dict:
     """Build the model and time it on one input size, in this process.
 
@@ -66,11 +82,13 @@ def run_case(case: dict) -> dict:
         case (dict): ``model`` (a preset or config file), ``resolution`` (int or [H, W]),
             ``batch``, ``dtype`` ('fp32', 'bf16', 'fp16'), ``mode`` ('forward', 'train'),
             ``device`` ('cpu', 'cuda'), ``warmup``, ``repeats``, ``threads`` and optionally
-            ``mem_limit_gb`` (CPU only).
+            ``mem_limit_gb`` (CPU only) and ``compile`` (also time the compiled model).
 
     Returns:
         dict: ``status`` ('ok' or 'OOM'), ``times_ms`` (one per repeat), ``median_ms``,
-        ``peak_mem_mb``, ``mem_method``, ``params`` and, for an OOM, ``error``.
+        ``peak_mem_mb`` (of the eager runs), ``mem_method``, ``params``, for an OOM ``error``,
+        and with ``compile``: ``compile_s`` (the first compiled call), ``compiled_times_ms`` and
+        ``compiled_median_ms``.
     """
     import torch
     from mmengine.logging import MMLogger
@@ -99,13 +117,13 @@ def run_case(case: dict) -> dict:
         result['mem_method'] = method
         x = torch.randn(case['batch'], 3, height, width, device=device)
 
-        def iteration() -> None:
+        def iteration(forward: Callable = model) -> None:
             grad = torch.enable_grad() if case['mode'] == 'train' else torch.inference_mode()
             with grad, torch.autocast(
                     device.type,
                     dtype=autocast_dtype or torch.float32,
                     enabled=autocast_dtype is not None):
-                outs = model(x)
+                outs = forward(x)
                 if case['mode'] == 'train':
                     sum(o.float().sum() for o in outs).backward()
             if case['mode'] == 'train':
@@ -113,15 +131,18 @@ def run_case(case: dict) -> dict:
             if device.type == 'cuda':
                 torch.cuda.synchronize()
 
-        for _ in range(case['warmup']):
-            iteration()
-        for _ in range(case['repeats']):
-            start = time.perf_counter()
-            iteration()
-            result['times_ms'].append((time.perf_counter() - start) * 1e3)
+        result['times_ms'] = _time_ms(iteration, case['warmup'], case['repeats'])
         peak = (torch.cuda.max_memory_allocated() if device.type == 'cuda' else _cpu_peak(method))
         result['peak_mem_mb'] = max(peak - baseline, 0) / 2**20
         result['median_ms'] = statistics.median(result['times_ms'])
+        if case.get('compile'):
+            compiled = torch.compile(model, fullgraph=True)
+            start = time.perf_counter()
+            iteration(compiled)
+            result['compile_s'] = time.perf_counter() - start
+            result['compiled_times_ms'] = _time_ms(lambda: iteration(compiled), case['warmup'],
+                                                   case['repeats'])
+            result['compiled_median_ms'] = statistics.median(result['compiled_times_ms'])
     except Exception as error:  # noqa: BLE001  (only allocation failures are recorded)
         if not _is_oom(error):
             raise

@@ -107,7 +107,7 @@ def test_released_veca_layout_loads_into_the_preset_backbone(name):
 @pytest.mark.parametrize('container', ['torch_save', 'safetensors'])
 def test_released_weightformer_t_files_convert(container, tmp_path):
     layout = read_layout('weightformer-t')
-    spec = layout['release']['containers'][container]
+    saved_as = layout['release']['containers'][container]
     state = fake_state(layout)
     if container == 'safetensors':
         from safetensors.torch import save_file
@@ -117,7 +117,7 @@ def test_released_weightformer_t_files_convert(container, tmp_path):
         # The training script's file; its yacs `config` entry is a pickled class, which no
         # weights-only load accepts, so it is left out here (see the layout's note).
         src = tmp_path / 'wfm-t.pth'
-        torch.save({spec['state_dict_under']: state, **training_entries(spec)}, str(src))
+        torch.save({saved_as['state_dict_under']: state, **training_entries(saved_as)}, str(src))
     dst = tmp_path / 'wfm-t_mmlinear.pth'
     code, output = run_main(WEIGHTFORMER_CONVERTER, src, dst)
     assert code == 0, output
@@ -132,14 +132,14 @@ def test_released_weightformer_t_files_convert(container, tmp_path):
 
 def test_released_veca_small_file_converts(tmp_path):
     layout = read_layout('veca-small')
-    spec = layout['release']['containers']['torch_save']
+    saved_as = layout['release']['containers']['torch_save']
     state = fake_state(layout)
     src = tmp_path / 'veca_multires_finetune_dinov3vitb16_q64_nested_best.pt'
     torch.save(
         {
-            spec['state_dict_under']: state,
+            saved_as['state_dict_under']: state,
             'config': layout['release']['config'],
-            **training_entries(spec)
+            **training_entries(saved_as)
         }, str(src))
     dst = tmp_path / 'veca-small_mmlinear.pth'
     code, output = run_main(VECA_CONVERTER, src, dst)

@@ -12,6 +12,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.config import Config
+from mmengine.registry import DefaultScope
 
 from .runner_setup import load_config
 
@@ -193,13 +194,16 @@ def infer_image(image: str,
             raise FileNotFoundError(f'{what} not found: {path}')
     cfg = load_config(config, cfg_options)
     task = detect_task(cfg)
-    if task.name == 'classification':
-        classes, prediction, visualization, summary = _classify(cfg, checkpoint, image, device)
-    elif task.name == 'detection':
-        classes, prediction, visualization, summary = _detect(cfg, checkpoint, image, device,
-                                                              score_thr)
-    else:
-        classes, prediction, visualization, summary = _segment(cfg, checkpoint, image, device)
+    # mmpretrain's inferencer builds its pipeline in the current default scope, which may be
+    # another toolbox's in this process (mmdet's and mmseg's inferencers set theirs).
+    with DefaultScope.overwrite_default_scope(task.scope):
+        if task.name == 'classification':
+            outputs = _classify(cfg, checkpoint, image, device)
+        elif task.name == 'detection':
+            outputs = _detect(cfg, checkpoint, image, device, score_thr)
+        else:
+            outputs = _segment(cfg, checkpoint, image, device)
+    classes, prediction, visualization, summary = outputs
     model_type = cfg.model['type']
     model_type = model_type if isinstance(model_type, str) else model_type.__name__
     return ImageInferenceResult(task, model_type, classes, prediction, visualization,

@@ -8,6 +8,7 @@ import mmcv
 import numpy as np
 import torch
 from mmengine.config import Config
+from mmengine.registry import DefaultScope
 
 from mmlinear.models import InfViT
 
@@ -25,11 +26,14 @@ def assert_checkpoint_loaded(model, checkpoint):
 def test_image_classification_inferencer(demo_checkpoints, tmp_path):
     from mmpretrain.apis import ImageClassificationInferencer
     demo = demo_checkpoints['cls']
-    inferencer = ImageClassificationInferencer(
-        demo.config, pretrained=demo.checkpoint, device='cpu')
+    # mmpretrain's inferencer builds its pipeline in the current default scope (mmdet's and
+    # mmseg's inferencers set theirs, which another test may have left current).
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        inferencer = ImageClassificationInferencer(
+            demo.config, pretrained=demo.checkpoint, device='cpu')
+        [result] = inferencer(demo.image, show_dir=str(tmp_path / 'vis'))
     assert_checkpoint_loaded(inferencer.model, demo.checkpoint)
     assert tuple(inferencer.classes) == demo.classes == ('circle', 'square', 'triangle')
-    [result] = inferencer(demo.image, show_dir=str(tmp_path / 'vis'))
     scores = np.asarray(result['pred_scores'])
     assert scores.shape == (3, ) and abs(scores.sum() - 1) < 1e-5
     assert result['pred_label'] == int(scores.argmax())

@@ -27,7 +27,7 @@ test-all: setup
 
 # Style (setup.cfg): flake8, import order (isort) and formatting (yapf); `make format` fixes
 # the last two in place.
-LINT_PATHS := mmlinear tools tests configs setup.py
+LINT_PATHS := mmlinear tools demo tests configs setup.py
 
 lint: setup
 	@$(PY) -m flake8 $(LINT_PATHS)

@@ -4,6 +4,7 @@ import os
 import os.path as osp
 import subprocess
 import sys
+from typing import Dict, NamedTuple, Tuple
 
 import pytest
 
@@ -78,3 +79,47 @@ def tiny_data(tmp_path_factory) -> str:
                    check=True,
                    capture_output=True)
     return out
+
+
+class DemoCheckpoint(NamedTuple):
+    """A demo config, a checkpoint of its freshly initialised model and an image to run."""
+    config: str
+    checkpoint: str
+    image: str
+    classes: Tuple[str, ...]
+
+
+# task: (demo config, data root under the shapes sets, folder of test images there)
+DEMO_TASKS = {
+    'cls': ('infvit-demo-linear_shapes-cls.py', 'cls', 'val/circle'),
+    'det': ('mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py', 'coco/', 'images/val'),
+    'seg': ('upernet_infvit-demo-linear_shapes-ade.py', 'ade', 'images/validation'),
+}
+
+
+@pytest.fixture(scope='session')
+def demo_checkpoints(tiny_data, tmp_path_factory) -> Dict[str, DemoCheckpoint]:
+    """Per demo task ('cls', 'det', 'seg'): the demo config, a checkpoint of its model as
+    built (random weights) holding ``meta.dataset_meta`` as a runner saves it (the metainfo of
+    the config's test dataset, read from the tiny sets), and the first test image."""
+    from mmengine.config import Config
+    from mmengine.registry import DATASETS, MODELS, DefaultScope
+    from mmengine.runner import save_checkpoint
+
+    out = tmp_path_factory.mktemp('demo_checkpoints')
+    checkpoints = {}
+    for task, (name, root, images) in DEMO_TASKS.items():
+        config = osp.join(REPO_ROOT, 'configs', 'demo', name)
+        cfg = Config.fromfile(config)
+        data_root = osp.join(tiny_data, root)
+        with DefaultScope.overwrite_default_scope(cfg.default_scope):
+            model = MODELS.build(cfg.model)
+            metainfo = DATASETS.build(dict(cfg.test_dataloader.dataset,
+                                           data_root=data_root)).metainfo
+        checkpoint = str(out / f'{task}.pth')
+        save_checkpoint(
+            dict(meta=dict(dataset_meta=metainfo), state_dict=model.state_dict()), checkpoint)
+        image_dir = osp.join(data_root, images)
+        image = osp.join(image_dir, sorted(os.listdir(image_dir))[0])
+        checkpoints[task] = DemoCheckpoint(config, checkpoint, image, tuple(metainfo['classes']))
+    return checkpoints

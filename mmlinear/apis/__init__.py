@@ -1,11 +1,12 @@
 """What the tools share: building models by name, reading images, counting FLOPs, setting up
-runs, converting ViT checkpoints to InfViT, and (in :mod:`mmlinear.apis.benchmark`) measuring
-speed and memory.
+runs, converting ViT checkpoints to InfViT, running one image through a trained model, and (in
+:mod:`mmlinear.apis.benchmark`) measuring speed and memory.
 
 This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the scripts in
 ``tools/`` import it, and nothing below it may.
 """
 from .flops import count_flops, count_params
+from .image_inference import IMAGE_TASKS, ImageInferenceResult, ImageTask, detect_task, infer_image
 from .images import IMAGE_EXTENSIONS, list_images, load_images
 from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backbone_config,
                             build_backbone, build_classifier, input_normalization)
@@ -16,9 +17,10 @@ from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 
 __all__ = [
     'BACKBONE_PRESETS', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS',
-    'SCOPES', 'add_common_arguments', 'backbone_config', 'build_backbone', 'build_classifier',
-    'check_dataset_paths', 'close_launcher', 'config_scope', 'convert_vit_checkpoint',
-    'count_flops', 'count_params', 'enable_amp', 'fix_dataloaders', 'input_normalization',
+    'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES', 'add_common_arguments',
+    'backbone_config', 'build_backbone', 'build_classifier', 'check_dataset_paths',
+    'close_launcher', 'config_scope', 'convert_vit_checkpoint', 'count_flops', 'count_params',
+    'detect_task', 'enable_amp', 'fix_dataloaders', 'infer_image', 'input_normalization',
     'list_images', 'load_config', 'load_images', 'parse_tool_args', 'prepare_launcher',
     'save_converted', 'set_work_dir'
 ]

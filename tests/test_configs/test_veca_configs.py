@@ -107,9 +107,21 @@ def check_distillation(path, cfg):
             # timm is optional: build the student side with a tiny 768-wide ViT teacher.
             cfg.model.teacher = TINY_TEACHER
             cfg.model.teacher_num_register_tokens = 0
+        else:
+            # timm's DINOv3 ViT-B/16 itself, random weights (the released ones are not here).
+            cfg.model.teacher.checkpoint_path = ''
     model = build(cfg)
     assert type(model.student).__name__ == 'VECA'
     assert not any(p.requires_grad for p in model.teacher.parameters())
+    if 'demo' not in path and importlib.util.find_spec('timm') is not None:
+        # As the reference starts: VECA-B's patch projection is a copy of the teacher's (what
+        # init_weights does last; the whole init_weights runs in test_veca_e2e).
+        assert model.init_patch_embed_from_teacher and model.copy_teacher_patch_embed()
+        source = model.teacher.timm_model.patch_embed.proj
+        assert model.teacher.timm_model.num_prefix_tokens == 1 + 4
+        assert torch.equal(model.student.patch_embed.proj.weight, source.weight)
+        assert torch.equal(model.student.patch_embed.proj.bias, source.bias)
+        assert isinstance(model.student.output_proj, torch.nn.Identity)  # 768 both
     if 'demo' in path:
         tokens = model(torch.randn(2, 3, 64, 64), mode='tensor')
         assert tokens['patches'].shape == (2, 16, 64)

@@ -1,5 +1,6 @@
 """End-to-end runs of tools/train.py and tools/test.py with the VECA demo configs (the tiny
-'test' VECA preset: 64 wide, 2 blocks) on the tiny shapes sets, and one distillation run."""
+'test' VECA preset: 64 wide, 2 blocks) on the tiny shapes sets, one distillation run, and a
+few distillation iterations from a (shrunk, random) timm DINOv3 teacher."""
 import json
 import math
 import os
@@ -8,10 +9,12 @@ import os.path as osp
 import pytest
 import torch
 from mmengine.config import Config
+from mmengine.hooks import Hook
 from mmengine.registry import init_default_scope
-from mmengine.runner import load_checkpoint
+from mmengine.runner import Runner, load_checkpoint
 from test_train_test_e2e import DEMO, last_checkpoint, run, train_then_test, write_config
 
+from mmlinear.apis import fix_dataloaders
 from mmlinear.engine.hooks import ElasticCoreBudgetHook
 from mmlinear.registry import MODELS
 
@@ -125,3 +128,66 @@ def test_veca_distillation_trains_and_its_student_reloads(tiny_data, tmp_path):
     backbone.init_weights()
     for key, value in backbone.state_dict().items():
         torch.testing.assert_close(value, saved[f'student.{key}'])
+
+
+class PatchEmbedRecorder(Hook):
+    """Keeps the student's and the teacher's patch projections as training starts (after the
+    runner initialised the weights) and every iteration's losses."""
+
+    def __init__(self):
+        self.at_start = None
+        self.losses = []
+
+    def before_train(self, runner):
+        model = runner.model
+        self.at_start = [
+            p.detach().clone() for p in (model.student.patch_embed.proj.weight,
+                                         model.teacher.timm_model.patch_embed.proj.weight)
+        ]
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        self.losses.append({k: v.item() for k, v in outputs.items()})
+
+
+def test_distillation_from_a_timm_dinov3_teacher_starts_from_its_patch_embedding(
+        tiny_data, tmp_path):
+    cfg = Config.fromfile(osp.join(DEMO, 'veca-demo_distill_shapes.py'))
+    assert cfg.model.init_patch_embed_from_teacher is True
+    # The stage-1 teacher (timm's DINOv3 through TIMMBackbone) shrunk to the student's width
+    # (64), random weights; CLS + 4 registers + 16 patches on the 64 px images.
+    cfg.model.student.arch = 'test'
+    cfg.model.teacher = dict(
+        type='mmpretrain.TIMMBackbone',
+        model_name='vit_base_patch16_dinov3',
+        pretrained=False,
+        embed_dim=64,
+        depth=2,
+        num_heads=2,
+        img_size=64)
+    cfg.model.teacher_num_register_tokens = 4
+    cfg.train_dataloader.update(batch_size=8, num_workers=0, persistent_workers=False)
+    cfg.train_dataloader.dataset.data_root = f'{tiny_data}/cls'
+    cfg.train_cfg = dict(by_epoch=False, max_iters=4)
+    cfg.param_scheduler = []
+    cfg.default_hooks.checkpoint = None
+    cfg.work_dir = str(tmp_path)
+    fix_dataloaders(cfg)
+    runner = Runner.from_cfg(cfg)
+    recorder = PatchEmbedRecorder()
+    runner.register_hook(recorder, priority='LOW')
+    runner.train()
+
+    student_start, teacher_start = recorder.at_start
+    assert torch.equal(student_start, teacher_start)
+    with open(osp.join(runner.log_dir, f'{runner.timestamp}.log')) as f:
+        log = f.read()
+    assert ('init_patch_embed_from_teacher: copied teacher.timm_model.patch_embed.proj '
+            '(weight (64, 3, 16, 16)) into student.patch_embed.proj') in log
+    assert len(recorder.losses) == 4
+    for record in recorder.losses:
+        for key in ('loss_global', 'loss_patch_cos', 'loss_patch_mse'):
+            assert math.isfinite(record[key]), (key, record)
+    # The student trained away from the copy; the frozen teacher kept its projection.
+    model = runner.model
+    assert not torch.equal(model.student.patch_embed.proj.weight, student_start)
+    assert torch.equal(model.teacher.timm_model.patch_embed.proj.weight, teacher_start)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import REPO_ROOT
 from mmengine.registry import MODELS, init_default_scope
+from released_layouts import fake_state, read_layout
 
 import mmlinear  # noqa: F401
 from mmlinear.models import WeightFormer
@@ -23,15 +24,9 @@ def run_converter(src, dst):
 
 @pytest.fixture(scope='module')
 def released():
-    """A WeightFormer-T state dict in the reference layout, with its 1000-way head."""
-    torch.manual_seed(0)
-    backbone = WeightFormer(arch='t')
-    backbone.init_weights()
-    state = dict(backbone.state_dict())
-    width = backbone.embed_dims
-    state['head.weight'] = torch.randn(1000, width) * 0.02
-    state['head.bias'] = torch.randn(1000) * 0.02
-    return {k: v.clone() for k, v in state.items()}
+    """A WeightFormer-T state dict in the released layout (tests/data/released_layouts), with
+    its 1000-way head, random values."""
+    return fake_state(read_layout('weightformer-t'))
 
 
 def reference_logits(state, x):

@@ -207,3 +207,49 @@ def test_patch_embed_copy_needs_a_teacher_patch_projection():
             init_patch_embed_from_teacher=True)
     with pytest.raises(TypeError, match='must be True or False'):
         build(init_patch_embed_from_teacher='yes')
+
+
+def dinov3_teacher(embed_dim=64):
+    """timm's DINOv3 ViT (RoPE, layer scale, CLS + 4 registers) through mmpretrain's
+    TIMMBackbone, shrunk to 2 blocks of ``embed_dim`` at 64 px, random weights."""
+    return dict(
+        type='mmpretrain.TIMMBackbone',
+        model_name='vit_base_patch16_dinov3',
+        pretrained=False,
+        embed_dim=embed_dim,
+        depth=2,
+        num_heads=2,
+        img_size=64)
+
+
+@pytest.mark.parametrize('embed_dim,copied', [(64, True), (48, False)])
+def test_timm_dinov3_teacher_targets_and_patch_embed_start(embed_dim, copied, mmengine_log):
+    torch.manual_seed(0)
+    model = build(
+        teacher=dinov3_teacher(embed_dim),
+        teacher_num_register_tokens=4,
+        init_patch_embed_from_teacher=True)
+    source = model.teacher.timm_model.patch_embed.proj
+    target = model.student.patch_embed.proj
+    assert torch.equal(target.weight, source.weight) is copied
+    assert torch.equal(target.bias, source.bias) is copied
+    lines = [line for line in mmengine_log if line.startswith('init_patch_embed_from_teacher')]
+    if copied:
+        assert lines == [
+            'init_patch_embed_from_teacher: copied teacher.timm_model.patch_embed.proj '
+            '(weight (64, 3, 16, 16)) into student.patch_embed.proj'
+        ]
+    else:
+        assert len(lines) == 1 and lines[0].startswith('init_patch_embed_from_teacher: skipped')
+        assert '(48, 3, 16, 16)' in lines[0] and '(64, 3, 16, 16)' in lines[0]
+    # The targets: timm's final-normed tokens, CLS first, the 4 registers dropped.
+    x = images()
+    tokens = model.teacher.timm_model.forward_features(x)
+    assert tokens.shape == (2, 1 + 4 + 16, embed_dim)
+    cls, patches = model.teacher_targets(x)
+    torch.testing.assert_close(cls, tokens[:, 0])
+    torch.testing.assert_close(patches, tokens[:, 5:])
+    losses = model(x, mode='loss')
+    sum(losses.values()).backward()
+    assert all(torch.isfinite(v) for v in losses.values())
+    assert all(p.grad is None for p in model.teacher.parameters())

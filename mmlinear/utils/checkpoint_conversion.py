@@ -1,5 +1,6 @@
 """Helpers shared by the converters of released checkpoints (tools/model_converters)."""
 import os.path as osp
+import pickle
 import re
 from typing import Dict, Iterable, Mapping, Sequence
 
@@ -10,6 +11,10 @@ from .safe_checkpoint import load_checkpoint_file
 
 #: Extensions of files written by ``torch.save`` that the converters read.
 TORCH_EXTS = ('.pth', '.pt', '.bin', '.ckpt')
+# What a converter reports as a one-line error (exit 1) instead of a traceback: a missing or
+# unreadable source, one the weights-only loader refuses (e.g. a training checkpoint that also
+# pickles its config object), a foreign key layout, a missing optional reader (safetensors).
+CONVERSION_ERRORS = (FileNotFoundError, ValueError, ImportError, pickle.UnpicklingError)
 
 
 def load_torch_checkpoint(path: str) -> object:

@@ -123,3 +123,18 @@ def test_not_weightformer(tmp_path):
     result = run_converter(src, tmp_path / 'out.pth')
     assert result.returncode != 0
     assert 'WeightFormer key layout' in result.stderr
+
+
+class TrainingConfig(dict):
+    """Stands for the config object the official training script pickles beside the weights."""
+
+
+def test_training_checkpoint_with_a_pickled_config_is_refused_in_one_line(tmp_path, released):
+    src = tmp_path / 'ckpt_epoch_299.pth'
+    torch.save({'model': released, 'config': TrainingConfig(lr=1e-3)}, str(src))
+    dst = tmp_path / 'out.pth'
+    result = run_converter(src, dst)
+    assert result.returncode == 1
+    assert 'Traceback' not in result.stderr
+    assert 'refusing to load checkpoint' in result.stderr and 'TrainingConfig' in result.stderr
+    assert not dst.exists()

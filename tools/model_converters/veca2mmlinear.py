@@ -25,8 +25,9 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from mmlinear.utils.checkpoint_conversion import (check_key_layout, find_state_dict,
-                                                  load_torch_checkpoint, strip_key_prefixes)
+from mmlinear.utils.checkpoint_conversion import (CONVERSION_ERRORS, check_key_layout,
+                                                  find_state_dict, load_torch_checkpoint,
+                                                  strip_key_prefixes)
 
 HEAD_DIMS = 64  # the head width of every released family
 
@@ -104,7 +105,7 @@ def main(argv=None) -> None:
         state, config = load_source(args.src)
         model_args = infer_model_args(state, config, args.num_heads)
         converted = convert(state, model_args)
-    except (FileNotFoundError, ValueError) as e:
+    except CONVERSION_ERRORS as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)

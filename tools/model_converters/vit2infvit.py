@@ -19,6 +19,7 @@ import sys
 
 from mmlinear.apis.vit_conversion import (CONVERTIBLE_ATTN_TYPES, convert_vit_checkpoint,
                                           save_converted)
+from mmlinear.utils.checkpoint_conversion import CONVERSION_ERRORS
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -56,7 +57,7 @@ def main(argv=None) -> None:
     try:
         converted = convert_vit_checkpoint(args.src, args.attn_type, args.num_heads,
                                            args.layer_norm_eps)
-    except (FileNotFoundError, ValueError, ImportError) as e:
+    except CONVERSION_ERRORS as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)

@@ -22,8 +22,8 @@ from typing import Dict
 
 import torch
 
-from mmlinear.utils.checkpoint_conversion import (check_key_layout, load_state_dict_file,
-                                                  strip_key_prefixes)
+from mmlinear.utils.checkpoint_conversion import (CONVERSION_ERRORS, check_key_layout,
+                                                  load_state_dict_file, strip_key_prefixes)
 
 HEAD_MAP = {'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias'}
 
@@ -77,7 +77,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     try:
         state = convert(load_source(args.src))
-    except (FileNotFoundError, ValueError, ImportError) as e:
+    except CONVERSION_ERRORS as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     os.makedirs(osp.dirname(osp.abspath(args.dst)), exist_ok=True)

@@ -275,6 +275,14 @@ def _size_names(program: torch.export.ExportedProgram) -> Dict[str, str]:
     return names
 
 
+def _probe_sizes(traced: Dict[str, int]) -> List[Dict[str, int]]:
+    """Sizes at and above the traced ones (other residues too) to evaluate conditions at."""
+    return [{
+        name: value * scale + offset
+        for name, value in traced.items()
+    } for scale, offset in ((1, 0), (1, 1), (2, 3), (3, 5), (5, 1))]
+
+
 def check_size_specialisation(program: torch.export.ExportedProgram, shape: Tuple[int,
                                                                                   int]) -> None:
     """Refuse a dynamic graph that holds only at some sizes.
@@ -282,22 +290,30 @@ def check_size_specialisation(program: torch.export.ExportedProgram, shape: Tupl
     Where the model branches on a size and the traced branch is the one for an equality
     (InfViT uses its position table unchanged when the token grid equals the table's), the
     exported program keeps the branch and an assertion of the equality, which ONNX drops: the
-    graph would then compute wrong values at other sizes.
+    graph would then compute wrong values at other sizes. An equality that holds at every
+    larger size (e.g. ``min(C, C * k) == C``, a lower bound) is a range and is kept.
 
     Raises:
-        ExportError: Naming the equalities, if any.
+        ExportError: Naming the equalities that fail at some size above the traced one.
     """
     names = _size_names(program)
+    traced = {'batch': 2, 'height': shape[0], 'width': shape[1]}
+    probes = _probe_sizes({symbol: traced[name] for symbol, name in names.items()})
     equalities = []
     for node in program.graph.nodes:
         if node.target is not torch.ops.aten._assert_scalar.default:
             continue
         condition = node.args[0].meta.get('val') if hasattr(node.args[0], 'meta') else None
         expr = getattr(getattr(condition, 'node', None), 'expr', None)
-        if isinstance(expr, sympy.Eq):
+        if not isinstance(expr, sympy.Eq):
+            continue
+        holds = all(
+            expr.subs({symbol: probe.get(str(symbol), symbol)
+                       for symbol in expr.free_symbols}) is sympy.true for probe in probes)
+        if not holds:
             text = str(expr)
             for symbol, name in names.items():
-                text = text.replace(symbol, name)
+                text = re.sub(rf'\b{symbol}\b', name, text)
             equalities.append(text)
     if equalities:
         raise ExportError(f'the model takes a size-specific branch at {shape[0]} x {shape[1]}: '

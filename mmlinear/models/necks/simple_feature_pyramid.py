@@ -82,7 +82,7 @@ class SimpleFeaturePyramid(BaseModule):
                 of maps (``in_index`` picks one).
 
         Returns:
-            tuple[Tensor, ...]: ``num_outs`` maps, finest first.
+            tuple[Tensor, ...]: ``num_outs`` contiguous maps, finest first.
         """
         x = inputs if isinstance(inputs, Tensor) else inputs[self.in_index]
         outs = [branch(x) for branch in self.rescales]
@@ -90,4 +90,7 @@ class SimpleFeaturePyramid(BaseModule):
             outs = [conv(out) for conv, out in zip(self.out_convs, outs)]
         while len(outs) < self.num_outs:
             outs.append(F.max_pool2d(outs[-1], 1, stride=2))
-        return tuple(outs)
+        # The backbone's token map and LayerNorm2d's output are permuted views (channels-last
+        # memory). mmcv's RoIAlign reads its input as raw NCHW memory, so on such views Mask
+        # R-CNN's box and mask heads would pool scrambled features.
+        return tuple(out.contiguous() for out in outs)

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from mmcv.ops import RoIAlign
 
 from mmlinear.models import SimpleFeaturePyramid
 
@@ -32,3 +33,19 @@ def test_invalid_options():
         SimpleFeaturePyramid(in_channels=30)
     with pytest.raises(ValueError, match='need out_channels'):
         SimpleFeaturePyramid(in_channels=32, num_outs=5)
+
+
+@pytest.mark.parametrize('out_channels', [None, 16])
+def test_roi_align_pools_every_level_as_laid_out(out_channels):
+    # The token map (a transposed view) and LayerNorm2d (a permuted view) are channels-last in
+    # memory; mmcv's RoIAlign, which Mask R-CNN's RoI heads use, reads raw NCHW memory.
+    neck = SimpleFeaturePyramid(in_channels=32, out_channels=out_channels)
+    featmap = torch.randn(2, 8 * 8, 32).transpose(1, 2).reshape(2, 32, 8, 8)
+    rois = torch.tensor([[0., 2., 3., 20., 30.], [1., 10., 4., 28., 25.]])
+    roi_align = RoIAlign(7, spatial_scale=0.25, sampling_ratio=0)
+    with torch.no_grad():
+        outs = neck(featmap)
+    for level in outs:
+        assert level.is_contiguous()
+        expected = roi_align(level.clone(memory_format=torch.contiguous_format), rois)
+        torch.testing.assert_close(roi_align(level, rois), expected)

@@ -10,6 +10,7 @@ iteration and every epoch, with an optimizer step before each scheduler step. On
 runner itself is replaced by a stand-in holding the attributes those functions read.
 """
 import copy
+import importlib.util
 from types import SimpleNamespace
 from typing import Dict, List
 
@@ -30,6 +31,17 @@ TINY_TEACHER = dict(
     img_size=64,
     patch_size=16,
     out_type='raw')
+
+
+def use_buildable_teacher(cfg) -> None:
+    """Make a distillation config's teacher buildable here, in place: timm's DINOv3 itself
+    with random weights (the released weights are not here), or, without timm, the tiny
+    768-wide ViT ``TINY_TEACHER``."""
+    if importlib.util.find_spec('timm') is None:
+        cfg.model.teacher = TINY_TEACHER
+        cfg.model.teacher_num_register_tokens = 0
+    else:
+        cfg.model.teacher.checkpoint_path = ''
 
 
 def plain_wrapper_cfg(cfg) -> dict:

@@ -2,7 +2,6 @@
 decay and precision (alansong1322/VECA: veca/config.py, veca/schedules.py, veca/optim.py,
 veca/train_pretrain.py, veca/train_multires_finetune.py), written out here; the linear probe
 runs mmpretrain's MAE linear-probe optimizer wrapper."""
-import importlib.util
 import math
 import os.path as osp
 
@@ -12,7 +11,7 @@ from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, init_default_scope
-from recipe_harness import TINY_TEACHER, lr_curve, weight_decay_of, with_auto_scale_lr
+from recipe_harness import lr_curve, use_buildable_teacher, weight_decay_of, with_auto_scale_lr
 
 import mmlinear  # noqa: F401
 
@@ -79,9 +78,7 @@ def test_opt_in_auto_scale_lr_scales_the_whole_curve():
 
 def build_distiller(path):
     cfg = Config.fromfile(path)
-    if importlib.util.find_spec('timm') is None:
-        cfg.model.teacher = TINY_TEACHER
-        cfg.model.teacher_num_register_tokens = 0
+    use_buildable_teacher(cfg)
     init_default_scope(cfg.default_scope)
     return cfg, MODELS.build(cfg.model)
 

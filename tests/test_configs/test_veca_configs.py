@@ -9,7 +9,7 @@ import torch
 from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import HOOKS, MODELS, init_default_scope
-from recipe_harness import TINY_TEACHER
+from recipe_harness import use_buildable_teacher
 
 import mmlinear  # noqa: F401
 
@@ -103,13 +103,7 @@ def check_distillation(path, cfg):
             assert cfg.train_cfg.max_iters == 50000
         else:
             assert cfg.train_cfg.max_epochs == 135
-        if importlib.util.find_spec('timm') is None:
-            # timm is optional: build the student side with a tiny 768-wide ViT teacher.
-            cfg.model.teacher = TINY_TEACHER
-            cfg.model.teacher_num_register_tokens = 0
-        else:
-            # timm's DINOv3 ViT-B/16 itself, random weights (the released ones are not here).
-            cfg.model.teacher.checkpoint_path = ''
+        use_buildable_teacher(cfg)
     model = build(cfg)
     assert type(model.student).__name__ == 'VECA'
     assert not any(p.requires_grad for p in model.teacher.parameters())

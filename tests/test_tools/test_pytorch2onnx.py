@@ -51,5 +51,8 @@ def test_bad_requests_exit_with_the_reason(tmp_path, args, message):
     config = osp.join(REPO_ROOT, 'configs', 'demo',
                       'mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py')
     with pytest.raises(SystemExit, match=message):
-        pytorch2onnx.main([config, 'none', '--out', str(tmp_path / 'x.onnx'), *args])
+        pytorch2onnx.main([
+            config, 'none', '--out',
+            str(tmp_path / 'x.onnx'), *args, '--cfg-options', 'model.backbone.init_cfg=None'
+        ])
     assert not (tmp_path / 'x.onnx').exists()

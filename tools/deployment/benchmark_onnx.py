@@ -37,7 +37,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument(
-        '--compile', action='store_true', help='also time torch.compile(model) (slow to build)')
+        '--compile',
+        action='store_true',
+        help='also time torch.compile(model, fullgraph=True, dynamic=False) (slow to build)')
     parser.add_argument('--out', help='write the rows as JSON here')
     return parser.parse_args(argv)
 
@@ -76,10 +78,15 @@ def benchmark(model_name: str, resolution: int, args: argparse.Namespace) -> Dic
         row['eager_ms'] = median_ms(lambda: model(inputs), args.warmup, args.repeats)
         if args.compile:
             try:
-                compiled = torch.compile(model)
+                # One static graph per resolution, as the ONNX side: in one process dynamo
+                # would otherwise recompile the second resolution with dynamic sizes, which
+                # inductor (torch 2.14) fails for InfViT in tensorify_python_scalars
+                # ("TensorReferenceAnalysis has no attribute python_mod").
+                compiled = torch.compile(model, fullgraph=True, dynamic=False)
                 row['compiled_ms'] = median_ms(lambda: compiled(inputs), args.warmup, args.repeats)
             except Exception as error:  # reported in the table, not fatal to the others
-                row['compiled_error'] = f'{type(error).__name__}: {str(error).splitlines()[0]}'
+                lines = [line for line in str(error).splitlines() if line.strip()]
+                row['compiled_error'] = f'{type(error).__name__}: {lines[-1] if lines else ""}'
     with tempfile.TemporaryDirectory() as tmp:
         onnx_file = osp.join(tmp, 'model.onnx')
         with torch.no_grad():

@@ -1,12 +1,15 @@
-"""Import a script of ``tools/`` as a module (the folders of scripts are not packages).
+"""Import a script of ``tools/`` as a module (the folders of scripts are not packages), and run
+its command line in this process.
 
 The scripts import only the installed ``mmlinear`` package, never each other, so nothing is
 put on ``sys.path``.
 """
+import contextlib
 import importlib.util
+import io
 import os.path as osp
 import sys
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 from conftest import REPO_ROOT
 
@@ -24,3 +27,21 @@ def load_tool(name: str, folder: str = TOOLS_DIR) -> ModuleType:
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def run_tool_main(tool: ModuleType, *args) -> SimpleNamespace:
+    """Run ``tool.main(args)`` in this process (a subprocess per call costs seconds of
+    imports), capturing what it prints.
+
+    Returns:
+        SimpleNamespace: ``returncode`` (0, or the code of its ``SystemExit``), ``stdout`` and
+        ``stderr``.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    returncode = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            tool.main([str(a) for a in args])
+        except SystemExit as e:
+            returncode = e.code
+    return SimpleNamespace(returncode=returncode, stdout=out.getvalue(), stderr=err.getvalue())

@@ -3,13 +3,11 @@
 official code builds it, and the containers its training / hub code saves): every layout
 converts and loads strictly into our preset, and the files in each container convert on the
 command line's path into checkpoints our models load strictly."""
-import contextlib
-import io
 import os.path as osp
 
 import pytest
 import torch
-from analysis_tools_loader import load_tool
+from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from mmengine.registry import MODELS, init_default_scope
 from released_layouts import fake_state, read_layout, training_entries
@@ -52,14 +50,8 @@ def veca_holder(arch, out_channels):
 
 def run_main(converter, *args):
     """The converter's command line in this process; its return code and messages."""
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            converter.main([str(a) for a in args])
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue() + err.getvalue()
+    result = run_tool_main(converter, *args)
+    return result.returncode, result.stdout + result.stderr
 
 
 def assert_loads_strictly(model, state):

@@ -1,15 +1,12 @@
 """tools/model_converters/veca2mmlinear.py: a checkpoint in the released layout (written
 here with random weights) -> mmlinear checkpoint -> mmlinear.VECA with strict=True."""
-import contextlib
-import io
 import os.path as osp
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 import torch
-from analysis_tools_loader import load_tool
+from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from mmengine.runner import load_checkpoint
 from torch import nn
@@ -23,16 +20,9 @@ CONVERTER = load_tool('veca2mmlinear', osp.dirname(SCRIPT))
 
 
 def run_converter(*args):
-    """Run the converter's ``main`` in this process (a subprocess per call costs seconds of
-    imports); ``test_command_line`` runs the script itself once."""
-    out, err = io.StringIO(), io.StringIO()
-    returncode = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            CONVERTER.main([str(a) for a in args])
-        except SystemExit as e:
-            returncode = e.code
-    return SimpleNamespace(returncode=returncode, stdout=out.getvalue(), stderr=err.getvalue())
+    """The converter's command line in this process; ``test_command_line`` runs the script
+    itself once."""
+    return run_tool_main(CONVERTER, *args)
 
 
 def source_model(out_channels=None):

@@ -1,16 +1,13 @@
 """tools/model_converters/vit2infvit.py: the command line over mmlinear.apis.vit_conversion
 (the conversions themselves are tested in tests/test_apis/test_vit_conversion.py)."""
-import contextlib
-import io
 import os.path as osp
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 import timm
 import torch
-from analysis_tools_loader import load_tool
+from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from safetensors.torch import save_file
 
@@ -21,16 +18,9 @@ CONVERTER = load_tool('vit2infvit', osp.dirname(SCRIPT))
 
 
 def run_converter(*args):
-    """Run the converter's ``main`` in this process (a subprocess per call costs seconds of
-    imports); ``test_command_line`` runs the script itself once."""
-    out, err = io.StringIO(), io.StringIO()
-    returncode = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            CONVERTER.main([str(a) for a in args])
-        except SystemExit as e:
-            returncode = e.code
-    return SimpleNamespace(returncode=returncode, stdout=out.getvalue(), stderr=err.getvalue())
+    """The converter's command line in this process; ``test_command_line`` runs the script
+    itself once."""
+    return run_tool_main(CONVERTER, *args)
 
 
 @pytest.fixture

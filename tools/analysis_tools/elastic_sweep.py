@@ -22,9 +22,7 @@ import argparse
 import json
 import os
 import os.path as osp
-import statistics
-import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +31,7 @@ from torch import Tensor, nn
 
 from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, input_normalization,
                            list_images, load_images)
+from mmlinear.apis.benchmark import median_ms
 from mmlinear.utils.progress import ProgressETA
 
 # VECA's nested training drops whole chunks of 8 cores, so only multiples of 8 are budgets
@@ -47,19 +46,6 @@ def check_budgets(budgets: Sequence[int], max_cores: int) -> List[int]:
         raise ValueError(f'core budgets must be multiples of {BUDGET_STEP} in '
                          f'[{BUDGET_STEP}, {max_cores}], got {bad}')
     return sorted(set(budgets))
-
-
-@torch.no_grad()
-def median_latency_ms(run: Callable[[], object], warmup: int, repeats: int) -> float:
-    """Median wall time of ``run()`` in milliseconds after ``warmup`` calls."""
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 @torch.no_grad()
@@ -176,10 +162,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     rows = []
     progress = ProgressETA(len(budgets))
     for budget in budgets:
-        row = dict(
-            active_cores=budget,
-            latency_ms=median_latency_ms(lambda: backbone(x_time, active_cores=budget), args.warmup,
-                                         args.repeats))
+        with torch.no_grad():
+            latency_ms = median_ms(lambda: backbone(x_time, active_cores=budget), args.warmup,
+                                   args.repeats)
+        row = dict(active_cores=budget, latency_ms=latency_ms)
         if classifier is not None:
             row.update(classifier_metrics(classifier, dataloader, budget))
         else:

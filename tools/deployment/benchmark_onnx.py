@@ -14,13 +14,13 @@ import json
 import os
 import os.path as osp
 import tempfile
-import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from mmlinear.apis import BACKBONE_PRESETS, build_backbone
+from mmlinear.apis.benchmark import median_ms
 from mmlinear.apis.onnx_export import compare_with_onnxruntime, export_onnx
 
 
@@ -53,18 +53,6 @@ class FeatureMaps(nn.Module):
 
     def forward(self, x: Tensor) -> tuple:
         return tuple(self.backbone(x))
-
-
-def median_ms(run: Callable[[], object], warmup: int, repeats: int) -> float:
-    """Median wall time of ``run`` in milliseconds, after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    return sorted(times)[len(times) // 2]
 
 
 def benchmark(model_name: str, resolution: int, args: argparse.Namespace) -> Dict[str, object]:

@@ -25,9 +25,10 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, List, Tuple
+from typing import Callable, Tuple
 
 from .cases import OK, image_hw
+from .timing import time_ms
 
 RESULT_PREFIX = 'BENCHMARK_RESULT '
 
@@ -61,18 +62,6 @@ def _is_oom(error: BaseException) -> bool:
     text = str(error).lower()
     return isinstance(error, MemoryError) or 'out of memory' in text or \
         "can't allocate memory" in text or 'cannot allocate memory' in text
-
-
-def _time_ms(iteration: Callable[[], None], warmup: int, repeats: int) -> List[float]:
-    """Milliseconds of each of ``repeats`` calls of ``iteration``, after ``warmup`` calls."""
-    for _ in range(warmup):
-        iteration()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        iteration()
-        times.append((time.perf_counter() - start) * 1e3)
-    return times
 
 
 def run_case(case: dict) -> dict:
@@ -131,7 +120,7 @@ def run_case(case: dict) -> dict:
             if device.type == 'cuda':
                 torch.cuda.synchronize()
 
-        result['times_ms'] = _time_ms(iteration, case['warmup'], case['repeats'])
+        result['times_ms'] = time_ms(iteration, case['warmup'], case['repeats'])
         peak = (torch.cuda.max_memory_allocated() if device.type == 'cuda' else _cpu_peak(method))
         result['peak_mem_mb'] = max(peak - baseline, 0) / 2**20
         result['median_ms'] = statistics.median(result['times_ms'])
@@ -140,8 +129,8 @@ def run_case(case: dict) -> dict:
             start = time.perf_counter()
             iteration(compiled)
             result['compile_s'] = time.perf_counter() - start
-            result['compiled_times_ms'] = _time_ms(lambda: iteration(compiled), case['warmup'],
-                                                   case['repeats'])
+            result['compiled_times_ms'] = time_ms(lambda: iteration(compiled), case['warmup'],
+                                                  case['repeats'])
             result['compiled_median_ms'] = statistics.median(result['compiled_times_ms'])
     except Exception as error:  # noqa: BLE001  (only allocation failures are recorded)
         if not _is_oom(error):

@@ -9,8 +9,8 @@ the graphs and their costs.
 
 The export goes through ``torch.export`` and the dynamo ONNX exporter (the TorchScript exporter
 cannot translate WeightFormer's ``adaptive_avg_pool2d``). mmlinear's ops run their PyTorch
-references while exporting (the tracer's fake tensors cannot enter the compiled kernels), so
-the graph holds standard ONNX operators only, which :func:`check_onnx_graph` asserts.
+references while a graph is exported (``mmlinear.utils.ext_loader.exporting``), so the graph
+holds standard ONNX operators only, which :func:`check_onnx_graph` asserts.
 """
 import os.path as osp
 import re

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import exporting, has_kernel, kernel_dtype, require_kernel_ext
+from mmlinear.utils.ext_loader import kernel_dtype, require_kernel_ext, runs_kernel
 
 
 def check_dwconv_inputs(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
@@ -184,7 +184,7 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
         x, weight = x.to(dtype), weight.to(dtype)
         bias = None if bias is None else bias.to(dtype)
     check_dwconv_inputs(x, weight, bias)
-    if exporting() or not has_kernel(x.device.type):
+    if not runs_kernel(x.device.type):
         return dynamic_dwconv2d_reference(x, weight, bias)
     dtype = kernel_dtype(x)
     if bias is not None:

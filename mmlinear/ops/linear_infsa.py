@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import exporting, has_kernel, kernel_dtype, require_kernel_ext
+from mmlinear.utils.ext_loader import kernel_dtype, require_kernel_ext, runs_kernel
 from .infsa_common import check_infsa_inputs, rho_per_head, rho_vector, scaled_float32
 
 
@@ -204,7 +204,7 @@ def linear_infsa(q: Tensor,
         Tensor: (B, H, N, d) in q's dtype.
     """
     check_infsa_inputs(q, k, v, rho, key_padding_mask)
-    if exporting() or not has_kernel(q.device.type):
+    if not runs_kernel(q.device.type):
         return linear_infsa_reference(q, k, v, rho, key_padding_mask, eps)
     B, H, N, d = q.shape
     dtype = kernel_dtype(q)

@@ -132,6 +132,20 @@ def exporting() -> bool:
     return not torch.compiler.is_compiling() and torch.onnx.is_in_onnx_export()
 
 
+def runs_kernel(device_type: str) -> bool:
+    """Whether an op of ``mmlinear.ops`` on ``device_type`` inputs runs its compiled kernel
+    (``torch.ops.mmlinear.*``) rather than its PyTorch reference: a kernel exists for the
+    device and no graph is being exported.
+
+    Args:
+        device_type (str): ``torch.device.type`` of the op's inputs, e.g. 'cpu'.
+
+    Returns:
+        bool: True for the kernel, False for the reference.
+    """
+    return not exporting() and has_kernel(device_type)
+
+
 def kernel_dtype(x: Tensor) -> torch.dtype:
     """The dtype a compiled kernel runs in for inputs like ``x``.
 

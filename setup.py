@@ -40,7 +40,11 @@ def make_extensions() -> tuple:
     from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
     include_dirs = [os.path.abspath(os.path.join(CSRC, 'common'))]
     # No -std flag: torch's helpers pick the standard its headers need (C++20 for torch 2.14).
-    extra_compile_args = {'cxx': ['-O3', '-fopenmp-simd']}
+    # -fopenmp: at::parallel_for is an inline `#pragma omp parallel` in ATen's headers (torch
+    # is built with the OpenMP backend); without the flag the pragma is dropped and every CPU
+    # kernel runs on one thread. The OpenMP runtime is the libgomp torch has already loaded.
+    extra_compile_args = {'cxx': ['-O3', '-fopenmp']}
+    extra_link_args = ['-fopenmp']
     use_cuda = os.getenv('FORCE_CUDA', '0') == '1' or torch.cuda.is_available()
     if use_cuda:
         sources = cpp_sources + sorted(
@@ -52,13 +56,15 @@ def make_extensions() -> tuple:
             sources,
             include_dirs=include_dirs,
             define_macros=[('MMLINEAR_WITH_CUDA', None)],
-            extra_compile_args=extra_compile_args)
+            extra_compile_args=extra_compile_args,
+            extra_link_args=extra_link_args)
     else:
         ext = CppExtension(
             'mmlinear._ext',
             cpp_sources,
             include_dirs=include_dirs,
-            extra_compile_args=extra_compile_args)
+            extra_compile_args=extra_compile_args,
+            extra_link_args=extra_link_args)
     return [ext], {'build_ext': BuildExtension}
 
 

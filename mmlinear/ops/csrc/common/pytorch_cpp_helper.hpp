@@ -3,6 +3,8 @@
 
 #include <torch/extension.h>
 
+#include "cpu_isa.hpp"
+
 #define CHECK_CONTIGUOUS(x) \
   TORCH_CHECK((x).is_contiguous(), #x " must be contiguous (the Python wrapper makes it so).")
 
@@ -10,9 +12,10 @@
 template <typename scalar_t>
 using cpu_acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
 
-// A dot product over the head dimension; a plain loop the compiler vectorises at -O3.
+// A dot product over the head dimension; a plain loop the compiler vectorises for the
+// instruction set of the kernel variant it is inlined into (cpu_isa.hpp).
 template <typename acc_t, typename scalar_t>
-inline acc_t dot(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, int64_t n) {
+MMLINEAR_ISA_INLINE acc_t dot(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, int64_t n) {
   acc_t sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) sum += static_cast<acc_t>(a[i]) * static_cast<acc_t>(b[i]);
@@ -21,7 +24,7 @@ inline acc_t dot(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b,
 
 // y += alpha * x over the head dimension.
 template <typename acc_t, typename scalar_t>
-inline void axpy(acc_t alpha, const scalar_t* __restrict__ x, acc_t* __restrict__ y, int64_t n) {
+MMLINEAR_ISA_INLINE void axpy(acc_t alpha, const scalar_t* __restrict__ x, acc_t* __restrict__ y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * static_cast<acc_t>(x[i]);
 }

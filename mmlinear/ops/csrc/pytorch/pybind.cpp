@@ -2,6 +2,8 @@
 // the Python wrappers in mmlinear/ops; an undefined tensor (None) means "no mask" / "no bias".
 #include <torch/extension.h>
 
+#include "cpu_isa.hpp"
+
 std::vector<at::Tensor> linear_infsa_forward(const at::Tensor& q, const at::Tensor& k,
                                              const at::Tensor& v, const at::Tensor& rho,
                                              const std::optional<at::Tensor>& key_padding_mask, double eps);
@@ -38,6 +40,10 @@ bool with_cuda() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("with_cuda", &with_cuda, "True when the CUDA kernels are compiled in");
+  m.def(
+      "cpu_capability", [] { return std::string(mmlinear::cpu_isa_name(mmlinear::cpu_isa())); },
+      "The instruction set the CPU kernels run with (AVX512, AVX2 or DEFAULT): ATen's own "
+      "choice, which ATEN_CPU_CAPABILITY overrides");
   m.def("linear_infsa_forward", &linear_infsa_forward,
         "Linear-InfSA forward: (pooled (B,H,d), central (B,H,d), energy_sum (B,H), "
         "score_sum (B,H)), all in the accumulation dtype",

@@ -1,8 +1,9 @@
 // CPU Linear-InfSA: one task per (sample, head); two streaming passes forward (queries, then
 // keys and values) and two backward (keys and values, then queries) plus a write-only one,
-// each a tight loop over the head dimension.
+// each a tight loop over the head dimension, compiled per CPU capability (cpu_isa.hpp).
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,7 +12,7 @@
 
 namespace {
 
-// Sizes and pointers of one call; the tensors are contiguous (B, H, N|S, d).
+// Sizes of one call; the tensors are contiguous (B, H, N|S, d).
 struct LinearInfsaShape {
   int64_t B, H, N, S, d;
   bool mask_keys, mask_queries;  // queries are masked for self-attention (N == S) only
@@ -24,132 +25,192 @@ LinearInfsaShape linear_infsa_shape(const at::Tensor& q, const at::Tensor& k,
           masked && q.size(2) == k.size(2)};
 }
 
+// The head dimension the kernels are specialised for (every InfViT preset): with a
+// compile-time d the loops unroll and the (d,) accumulators stay in vector registers.
+constexpr int64_t kCommonHeadDim = 64;
+
 template <typename scalar_t>
-void linear_infsa_forward_kernel(const scalar_t* q, const scalar_t* k, const scalar_t* v,
-                                 const cpu_acc_t<scalar_t>* rho, const bool* mask,
-                                 LinearInfsaShape sh, cpu_acc_t<scalar_t> eps,
-                                 cpu_acc_t<scalar_t>* pooled, cpu_acc_t<scalar_t>* central,
-                                 cpu_acc_t<scalar_t>* energy_sum,
-                                 cpu_acc_t<scalar_t>* score_sum) {
+struct LinearInfsaForwardArgs {
   using acc_t = cpu_acc_t<scalar_t>;
-  const int64_t d = sh.d;
+  const scalar_t *q, *k, *v;
+  const acc_t* rho;
+  const bool* mask;
+  LinearInfsaShape sh;
+  acc_t eps;
+  acc_t *pooled, *central, *energy_sum, *score_sum;
+};
+
+// One (sample, head): a pass over the queries (energies e_i = ||q_i|| / sqrt(d) weight the
+// central query), then one over keys and values (positive scores and their pooled value).
+// kD > 0 is the head dimension known at compile time, 0 reads it from the shape.
+template <typename scalar_t, int64_t kD>
+MMLINEAR_ISA_INLINE void linear_infsa_forward_head(const LinearInfsaForwardArgs<scalar_t>& a,
+                                                   int64_t bh) {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const LinearInfsaShape& sh = a.sh;
+  const int64_t d = kD > 0 ? kD : sh.d;
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
-  at::parallel_for(0, sh.B * sh.H, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / sh.H, h = bh % sh.H;
-      const scalar_t* qb = q + bh * sh.N * d;
-      const scalar_t* kb = k + bh * sh.S * d;
-      const scalar_t* vb = v + bh * sh.S * d;
-      const bool* mb = sh.mask_keys ? mask + b * sh.S : nullptr;
-      acc_t* c = central + bh * d;
-      acc_t* u = pooled + bh * d;
-      std::fill(c, c + d, acc_t(0));
-      std::fill(u, u + d, acc_t(0));
-      // Pass 1: energies e_i = ||q_i|| / sqrt(d) weight the central query.
-      acc_t esum = 0;
-      for (int64_t i = 0; i < sh.N; ++i) {
-        if (sh.mask_queries && mb[i]) continue;
-        const scalar_t* qi = qb + i * d;
-        const acc_t e = scale * std::sqrt(dot<acc_t>(qi, qi, d));
-        esum += e;
-        axpy<acc_t>(e, qi, c, d);
-      }
-      const acc_t E = esum + eps;
-      for (int64_t j = 0; j < d; ++j) c[j] *= scale / E;  // q_bar in the scaled space
-      // Pass 2: positive key scores and their (unnormalised) pooled value in one sweep.
-      acc_t rsum = 0;
-      for (int64_t j = 0; j < sh.S; ++j) {
-        if (sh.mask_keys && mb[j]) continue;
-        const acc_t t = scale * dot<acc_t>(kb + j * d, c, d);
-        if (t <= 0) continue;
-        rsum += t;
-        axpy<acc_t>(t, vb + j * d, u, d);
-      }
-      const acc_t R = rsum + eps;
-      const acc_t factor = rho[h] / R;
-      for (int64_t j = 0; j < d; ++j) u[j] *= factor;
-      energy_sum[bh] = E;
-      score_sum[bh] = R;
-    }
-  });
+  const int64_t b = bh / sh.H, h = bh % sh.H;
+  const scalar_t* qb = a.q + bh * sh.N * d;
+  const scalar_t* kb = a.k + bh * sh.S * d;
+  const scalar_t* vb = a.v + bh * sh.S * d;
+  const bool* mb = sh.mask_keys ? a.mask + b * sh.S : nullptr;
+  acc_t* c = a.central + bh * d;
+  acc_t* u = a.pooled + bh * d;
+  // Register-resident accumulators for a compile-time d, the outputs themselves otherwise.
+  acc_t c_local[kD > 0 ? kD : 1], u_local[kD > 0 ? kD : 1];
+  acc_t* cc = kD > 0 ? c_local : c;
+  acc_t* uu = kD > 0 ? u_local : u;
+  std::fill(cc, cc + d, acc_t(0));
+  std::fill(uu, uu + d, acc_t(0));
+  acc_t esum = 0;
+  for (int64_t i = 0; i < sh.N; ++i) {
+    if (sh.mask_queries && mb[i]) continue;
+    const scalar_t* qi = qb + i * d;
+    const acc_t e = scale * std::sqrt(dot<acc_t>(qi, qi, d));
+    esum += e;
+    axpy<acc_t>(e, qi, cc, d);
+  }
+  const acc_t E = esum + a.eps;
+  for (int64_t m = 0; m < d; ++m) cc[m] *= scale / E;  // q_bar in the scaled space
+  // Branch-free ReLU: a non-positive score adds zero (the signs of random scores would
+  // mispredict half the time).
+  acc_t rsum = 0;
+  for (int64_t j = 0; j < sh.S; ++j) {
+    if (sh.mask_keys && mb[j]) continue;
+    const acc_t t = std::max(scale * dot<acc_t>(kb + j * d, cc, d), acc_t(0));
+    rsum += t;
+    axpy<acc_t>(t, vb + j * d, uu, d);
+  }
+  const acc_t R = rsum + a.eps;
+  const acc_t factor = a.rho[h] / R;
+  for (int64_t m = 0; m < d; ++m) {
+    c[m] = cc[m];
+    u[m] = uu[m] * factor;
+  }
+  a.energy_sum[bh] = E;
+  a.score_sum[bh] = R;
 }
 
 template <typename scalar_t>
-void linear_infsa_backward_kernel(const cpu_acc_t<scalar_t>* grad_pooled, const scalar_t* q,
-                                  const scalar_t* k, const scalar_t* v,
-                                  const cpu_acc_t<scalar_t>* rho, const bool* mask,
-                                  const cpu_acc_t<scalar_t>* central,
-                                  const cpu_acc_t<scalar_t>* energy_sum,
-                                  const cpu_acc_t<scalar_t>* score_sum, LinearInfsaShape sh,
-                                  scalar_t* grad_q, scalar_t* grad_k, scalar_t* grad_v,
-                                  cpu_acc_t<scalar_t>* grad_rho) {
-  using acc_t = cpu_acc_t<scalar_t>;
-  const int64_t d = sh.d;
-  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
-  at::parallel_for(0, sh.B * sh.H, 1, [&](int64_t begin, int64_t end) {
-    // Per-task scratch: the scores and their upstream gradients, O(S); K1 = sum_j g_j k_j and
-    // K0 = sum_j k_j over the positive scores give dL/dq_bar without a second read of k.
-    std::vector<acc_t> score(sh.S), grad_score(sh.S), k1(d), k0(d), grad_c(d);
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / sh.H, h = bh % sh.H;
-      const scalar_t* qb = q + bh * sh.N * d;
-      const scalar_t* kb = k + bh * sh.S * d;
-      const scalar_t* vb = v + bh * sh.S * d;
-      scalar_t* gqb = grad_q + bh * sh.N * d;
-      scalar_t* gkb = grad_k + bh * sh.S * d;
-      scalar_t* gvb = grad_v + bh * sh.S * d;
-      const bool* mb = sh.mask_keys ? mask + b * sh.S : nullptr;
-      const acc_t* c = central + bh * d;
-      const acc_t* gu = grad_pooled + bh * d;
-      const acc_t E = energy_sum[bh], R = score_sum[bh], r = rho[h];
-      // Pass over the keys: scores r_j, g_j = v_j . gu, dL/drho = sum_j g_j r_j / R.
-      acc_t grho = 0;
-      std::fill(k1.begin(), k1.end(), acc_t(0));
-      std::fill(k0.begin(), k0.end(), acc_t(0));
-      for (int64_t j = 0; j < sh.S; ++j) {
-        const bool valid = !(sh.mask_keys && mb[j]);
-        const scalar_t* kj = kb + j * d;
-        const acc_t t = valid ? scale * dot<acc_t>(kj, c, d) : acc_t(0);
-        score[j] = t > 0 ? t : acc_t(0);
-        if (score[j] == 0) continue;
-        grad_score[j] = dot<acc_t>(vb + j * d, gu, d);
-        grho += grad_score[j] * score[j];
-        axpy<acc_t>(grad_score[j], kj, k1.data(), d);
-        axpy<acc_t>(acc_t(1), kj, k0.data(), d);
-      }
-      grho /= R;
-      grad_rho[bh] = grho;
-      // Through the L1 normalisation and the ReLU, dL/dt_j = rho (g_j - dL/drho) / R on the
-      // positive scores, so dL/dq_bar = rho / R * (K1 - dL/drho K0) / sqrt(d).
-      for (int64_t m = 0; m < d; ++m) grad_c[m] = scale * r / R * (k1[m] - grho * k0[m]);
-      // Write-only pass: k_j gets dL/dt_j q_bar / sqrt(d), v_j gets a_j gu.
-      for (int64_t j = 0; j < sh.S; ++j) {
-        const acc_t gt = score[j] > 0 ? r * (grad_score[j] - grho) / R : acc_t(0);
-        const acc_t a = r * score[j] / R;
-        scalar_t* gkj = gkb + j * d;
-        scalar_t* gvj = gvb + j * d;
-        for (int64_t m = 0; m < d; ++m) {
-          gkj[m] = static_cast<scalar_t>(scale * gt * c[m]);
-          gvj[m] = static_cast<scalar_t>(a * gu[m]);
-        }
-      }
-      // Pass over the queries. With w = e / E, sum_i w_i dL/dw_i = q_bar . dL/dq_bar, so one
-      // pass gives q_i's two terms: w_i dL/dq_bar (through q_bar) and its energy's gradient.
-      const acc_t mean_gw = dot<acc_t>(c, grad_c.data(), d);
-      for (int64_t i = 0; i < sh.N; ++i) {
-        const scalar_t* qi = qb + i * d;
-        scalar_t* gqi = gqb + i * d;
-        const bool valid = !(sh.mask_queries && mb[i]);
-        const acc_t e = valid ? scale * std::sqrt(dot<acc_t>(qi, qi, d)) : acc_t(0);
-        const acc_t w = e / E;
-        const acc_t gw = scale * dot<acc_t>(qi, grad_c.data(), d);
-        const acc_t g_norm = e > 0 ? (gw - mean_gw) / E * scale * scale / e : acc_t(0);
-        for (int64_t m = 0; m < d; ++m)
-          gqi[m] = static_cast<scalar_t>(scale * w * grad_c[m] + g_norm * static_cast<acc_t>(qi[m]));
-      }
-    }
-  });
+MMLINEAR_ISA_INLINE void linear_infsa_forward_tasks(const LinearInfsaForwardArgs<scalar_t>& a,
+                                                    int64_t begin, int64_t end) {
+  for (int64_t bh = begin; bh < end; ++bh) {
+    if (a.sh.d == kCommonHeadDim)
+      linear_infsa_forward_head<scalar_t, kCommonHeadDim>(a, bh);
+    else
+      linear_infsa_forward_head<scalar_t, 0>(a, bh);
+  }
 }
+MMLINEAR_DEFINE_CPU_ISA_VARIANTS(linear_infsa_forward_tasks, LinearInfsaForwardArgs)
+
+template <typename scalar_t>
+struct LinearInfsaBackwardArgs {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const acc_t* grad_pooled;
+  const scalar_t *q, *k, *v;
+  const acc_t* rho;
+  const bool* mask;
+  const acc_t *central, *energy_sum, *score_sum;
+  LinearInfsaShape sh;
+  scalar_t *grad_q, *grad_k, *grad_v;
+  acc_t* grad_rho;
+};
+
+// One (sample, head), given scratch for its S scores and their upstream gradients: a pass
+// over keys and values (writing grad v), a write-only one (grad k) and one over the queries.
+template <typename scalar_t, int64_t kD>
+MMLINEAR_ISA_INLINE void linear_infsa_backward_head(const LinearInfsaBackwardArgs<scalar_t>& a,
+                                                    int64_t bh, cpu_acc_t<scalar_t>* score,
+                                                    cpu_acc_t<scalar_t>* grad_score) {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const LinearInfsaShape& sh = a.sh;
+  const int64_t d = kD > 0 ? kD : sh.d;
+  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
+  const int64_t b = bh / sh.H, h = bh % sh.H;
+  const scalar_t* qb = a.q + bh * sh.N * d;
+  const scalar_t* kb = a.k + bh * sh.S * d;
+  const scalar_t* vb = a.v + bh * sh.S * d;
+  scalar_t* gqb = a.grad_q + bh * sh.N * d;
+  scalar_t* gkb = a.grad_k + bh * sh.S * d;
+  scalar_t* gvb = a.grad_v + bh * sh.S * d;
+  const bool* mb = sh.mask_keys ? a.mask + b * sh.S : nullptr;
+  const acc_t E = a.energy_sum[bh], R = a.score_sum[bh], r = a.rho[h];
+  constexpr int64_t kLocal = kD > 0 ? kD : 1;
+  std::vector<acc_t> heap(kD > 0 ? 0 : 4 * d);
+  acc_t c_local[kLocal], gu_local[kLocal], k1_local[kLocal], k0_local[kLocal];
+  acc_t* c = kD > 0 ? c_local : heap.data();
+  acc_t* gu = kD > 0 ? gu_local : heap.data() + d;
+  acc_t* k1 = kD > 0 ? k1_local : heap.data() + 2 * d;  // sum_j g_j k_j, then dL/dq_bar
+  acc_t* k0 = kD > 0 ? k0_local : heap.data() + 3 * d;  // sum_j k_j over positive scores
+  for (int64_t m = 0; m < d; ++m) {
+    c[m] = a.central[bh * d + m];
+    gu[m] = a.grad_pooled[bh * d + m];
+    k1[m] = k0[m] = 0;
+  }
+  // Keys: scores t_j, g_j = v_j . gu and dL/drho = sum_j g_j t_j / R; v_j gets a_j gu with
+  // a_j = rho t_j / R.
+  acc_t grho = 0;
+  for (int64_t j = 0; j < sh.S; ++j) {
+    const scalar_t* kj = kb + j * d;
+    const bool valid = !(sh.mask_keys && mb[j]);
+    const acc_t t = valid ? std::max(scale * dot<acc_t>(kj, c, d), acc_t(0)) : acc_t(0);
+    const acc_t g = dot<acc_t>(vb + j * d, gu, d);
+    const acc_t positive = t > 0 ? acc_t(1) : acc_t(0);
+    score[j] = t;
+    grad_score[j] = g;
+    grho += g * t;
+    axpy<acc_t>(g * positive, kj, k1, d);
+    axpy<acc_t>(positive, kj, k0, d);
+    const acc_t aj = r * t / R;
+    scalar_t* gvj = gvb + j * d;
+#pragma omp simd
+    for (int64_t m = 0; m < d; ++m) gvj[m] = static_cast<scalar_t>(aj * gu[m]);
+  }
+  grho /= R;
+  a.grad_rho[bh] = grho;
+  // Through the L1 normalisation and the ReLU, dL/dt_j = rho (g_j - dL/drho) / R on the
+  // positive scores, so dL/dq_bar = rho / R * (K1 - dL/drho K0) / sqrt(d).
+  acc_t* grad_c = k1;
+  for (int64_t m = 0; m < d; ++m) grad_c[m] = scale * r / R * (k1[m] - grho * k0[m]);
+  // Write-only: k_j gets dL/dt_j q_bar / sqrt(d).
+  for (int64_t j = 0; j < sh.S; ++j) {
+    const acc_t gt = score[j] > 0 ? scale * r * (grad_score[j] - grho) / R : acc_t(0);
+    scalar_t* gkj = gkb + j * d;
+#pragma omp simd
+    for (int64_t m = 0; m < d; ++m) gkj[m] = static_cast<scalar_t>(gt * c[m]);
+  }
+  // Queries. With w = e / E, sum_i w_i dL/dw_i = q_bar . dL/dq_bar, so one pass gives q_i's
+  // two terms: w_i dL/dq_bar (through q_bar) and its energy's gradient.
+  const acc_t mean_gw = dot<acc_t>(c, grad_c, d);
+  for (int64_t i = 0; i < sh.N; ++i) {
+    const scalar_t* qi = qb + i * d;
+    scalar_t* gqi = gqb + i * d;
+    const bool valid = !(sh.mask_queries && mb[i]);
+    const acc_t e = valid ? scale * std::sqrt(dot<acc_t>(qi, qi, d)) : acc_t(0);
+    const acc_t gw = scale * dot<acc_t>(qi, grad_c, d);
+    const acc_t wq = scale * e / E;
+    const acc_t g_norm = e > 0 ? (gw - mean_gw) / E * scale * scale / e : acc_t(0);
+#pragma omp simd
+    for (int64_t m = 0; m < d; ++m)
+      gqi[m] = static_cast<scalar_t>(wq * grad_c[m] + g_norm * static_cast<acc_t>(qi[m]));
+  }
+}
+
+template <typename scalar_t>
+MMLINEAR_ISA_INLINE void linear_infsa_backward_tasks(const LinearInfsaBackwardArgs<scalar_t>& a,
+                                                     int64_t begin, int64_t end) {
+  using acc_t = cpu_acc_t<scalar_t>;
+  std::vector<acc_t> score(a.sh.S), grad_score(a.sh.S);
+  for (int64_t bh = begin; bh < end; ++bh) {
+    if (a.sh.d == kCommonHeadDim)
+      linear_infsa_backward_head<scalar_t, kCommonHeadDim>(a, bh, score.data(),
+                                                           grad_score.data());
+    else
+      linear_infsa_backward_head<scalar_t, 0>(a, bh, score.data(), grad_score.data());
+  }
+}
+MMLINEAR_DEFINE_CPU_ISA_VARIANTS(linear_infsa_backward_tasks, LinearInfsaBackwardArgs)
 
 }  // namespace
 
@@ -168,11 +229,14 @@ std::vector<at::Tensor> linear_infsa_forward_cpu(const at::Tensor& q, const at::
   auto score_sum = at::empty({sh.B, sh.H}, acc_opts);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "linear_infsa_forward_cpu", [&] {
     using acc_t = cpu_acc_t<scalar_t>;
-    linear_infsa_forward_kernel<scalar_t>(
+    const LinearInfsaForwardArgs<scalar_t> args{
         q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
         rho.data_ptr<acc_t>(), sh.mask_keys ? key_padding_mask.data_ptr<bool>() : nullptr, sh,
         static_cast<acc_t>(eps), pooled.data_ptr<acc_t>(), central.data_ptr<acc_t>(),
-        energy_sum.data_ptr<acc_t>(), score_sum.data_ptr<acc_t>());
+        energy_sum.data_ptr<acc_t>(), score_sum.data_ptr<acc_t>()};
+    const auto tasks = linear_infsa_forward_tasks_for_cpu_isa<scalar_t>();
+    at::parallel_for(0, sh.B * sh.H, 1,
+                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
   });
   return {pooled, central, energy_sum, score_sum};
 }
@@ -188,12 +252,16 @@ std::vector<at::Tensor> linear_infsa_backward_cpu(
   auto grad_rho = at::empty_like(energy_sum);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "linear_infsa_backward_cpu", [&] {
     using acc_t = cpu_acc_t<scalar_t>;
-    linear_infsa_backward_kernel<scalar_t>(
+    const LinearInfsaBackwardArgs<scalar_t> args{
         grad_pooled.data_ptr<acc_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
         v.data_ptr<scalar_t>(), rho.data_ptr<acc_t>(),
         sh.mask_keys ? key_padding_mask.data_ptr<bool>() : nullptr, central.data_ptr<acc_t>(),
-        energy_sum.data_ptr<acc_t>(), score_sum.data_ptr<acc_t>(), sh, grad_q.data_ptr<scalar_t>(),
-        grad_k.data_ptr<scalar_t>(), grad_v.data_ptr<scalar_t>(), grad_rho.data_ptr<acc_t>());
+        energy_sum.data_ptr<acc_t>(), score_sum.data_ptr<acc_t>(), sh,
+        grad_q.data_ptr<scalar_t>(), grad_k.data_ptr<scalar_t>(), grad_v.data_ptr<scalar_t>(),
+        grad_rho.data_ptr<acc_t>()};
+    const auto tasks = linear_infsa_backward_tasks_for_cpu_isa<scalar_t>();
+    at::parallel_for(0, sh.B * sh.H, 1,
+                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
   });
   return {grad_q, grad_k, grad_v, grad_rho};
 }

@@ -14,6 +14,13 @@ Inputs and the output gradient are excluded; outputs, saved activations and inpu
 count. Pure InfSA's reference materialises (B, H, N, N) scores and is skipped above
 ``--max-ref-gib`` of estimated memory (printed as ``skipped (N^2 = X GiB)``).
 
+Linear-InfSA also gets its memory-traffic floor, timed the same way: the traffic every
+implementation has, done by PyTorch's own bandwidth-bound kernels (the forward reads q, k and v
+once; the backward reads them again and writes three fresh gradients of their size), so the
+table shows how far the kernel is from the machine's bandwidth. Fresh gradients pay first-touch
+page faults; ``THP_MEM_ALLOC_ENABLE=1`` in the environment (PyTorch's huge-page allocation,
+passed on to every worker) makes them cheaper for all three alike.
+
 Example::
 
     python tools/analysis_tools/benchmark_ops.py --device cpu --out work_dirs/benchmark_ops
@@ -42,6 +49,8 @@ PRESETS = {
     },
 }
 IMPLS = ('kernel', 'reference')
+# Ops with a memory-traffic floor (see the module docstring), measured as a third implementation.
+FLOOR_OPS = ('linear_infsa', )
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -75,7 +84,10 @@ def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
     import torch
 
     import mmlinear.ops as ops
-    fn = getattr(ops, op if impl == 'kernel' else f'{op}_reference')
+    if impl == 'floor':
+        fn = linear_infsa_traffic_floor
+    else:
+        fn = getattr(ops, op if impl == 'kernel' else f'{op}_reference')
     g = torch.Generator().manual_seed(0)
     if op == 'dynamic_dwconv2d':
         B, C, k = shape
@@ -95,6 +107,31 @@ def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
     for t in inputs:
         t.requires_grad_()
     return fn, inputs
+
+
+def linear_infsa_traffic_floor(q, k, v, rho):
+    """Linear-InfSA's unavoidable memory traffic, with the op's signature and output shape.
+
+    Forward: one read of q, k and v (sums); the (B, H, 1, d) result is broadcast to the N
+    queries as the op's is, so the output gradient is reduced the same way. Backward: one more
+    read of q, k and v and three freshly allocated gradients of their size (clones).
+    """
+    import torch
+
+    class TrafficFloor(torch.autograd.Function):
+
+        @staticmethod
+        def forward(ctx, q, k, v, rho):
+            ctx.save_for_backward(q, k, v, rho)
+            total = q.sum() + k.sum() + v.sum()
+            return total.expand(q.shape[0], q.shape[1], 1, q.shape[3]).clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            q, k, v, rho = ctx.saved_tensors
+            return q.clone(), k.clone(), v.clone(), torch.zeros_like(rho)
+
+    return TrafficFloor.apply(q, k, v, rho).expand(q.shape)
 
 
 def run_worker(case: Dict) -> Dict:
@@ -216,6 +253,16 @@ def print_table(rows: List[Dict]) -> None:
               f'{ratio(ref.get("fwd_bwd_s"), ker.get("fwd_bwd_s")):>7} | '
               f'{fmt_mib(ref.get("peak_bytes")):>12} {fmt_mib(ker.get("peak_bytes")):>9} '
               f'{ratio(ref.get("peak_bytes"), ker.get("peak_bytes")):>7}')
+    floors = [row for row in rows if 'fwd_bwd_s' in row.get('floor', {})]
+    if floors:
+        print('\nmemory-traffic floor (PyTorch bandwidth-bound kernels, same traffic): '
+              'kernel time / floor time')
+        for row in floors:
+            floor, ker = row['floor'], row['kernel']
+            print(f'{row["op"]:<17}{row["n"]:>7} | fwd floor {fmt_time(floor["fwd_s"])} ms, '
+                  f'kernel {ratio(ker.get("fwd_s"), floor["fwd_s"])} | f+b floor '
+                  f'{fmt_time(floor["fwd_bwd_s"])} ms, kernel '
+                  f'{ratio(ker.get("fwd_bwd_s"), floor["fwd_bwd_s"])}')
 
 
 def plot(rows: List[Dict], path: str) -> None:
@@ -254,13 +301,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         for n in args.sizes or preset['sizes']:
             cases.append((op, tuple(preset['shape']), n))
     from mmlinear.utils.progress import ProgressETA
-    progress = ProgressETA(len(cases) * len(IMPLS))
+    progress = ProgressETA(sum(len(IMPLS) + (op in FLOOR_OPS) for op, _, _ in cases))
     rows = []
     print(f'{progress.total} measurements on {args.device} ({args.dtype}), each in a fresh '
           'process')
     for op, shape, n in cases:
         row = {'op': op, 'n': n, 'shape': shape}
-        for impl in IMPLS:
+        for impl in IMPLS + (('floor', ) if op in FLOOR_OPS else ()):
             skip = reference_skip_reason(op, shape, n, args.max_ref_gib) if impl == 'reference' \
                 else None
             case = dict(

@@ -4,6 +4,7 @@ from typing import Optional, Tuple
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
+from mmlinear.ops import dynamic_dwconv2d
 from ..utils import tokens_to_map
 from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear
@@ -44,6 +45,18 @@ class WeightFormerBlock(nn.Module):
         self.linear2 = nn.Linear(feedforward_channels, embed_dims)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
+    def _static_dwconv(self, x_map: Tensor) -> Tensor:
+        """The static block's depthwise convolution ``dwc`` of a (B, C, H', W') map.
+
+        On the CPU its kernels go through the per-sample convolution's kernel, which reads the
+        channels-last map of the tokens as it is (oneDNN's depthwise convolution is several
+        times slower on it); elsewhere, and where no kernel runs, the same convolution.
+        """
+        if x_map.device.type != 'cpu':
+            return self.dwc(x_map)
+        kernels = self.dwc.weight.squeeze(1).expand(x_map.shape[0], -1, -1, -1)
+        return dynamic_dwconv2d(x_map, kernels, self.dwc.bias)
+
     def forward(self,
                 x: Tensor,
                 hw_shape: Tuple[int, int],
@@ -64,6 +77,7 @@ class WeightFormerBlock(nn.Module):
             mixer_in = x
             if token_padding_mask is not None:
                 mixer_in = x.masked_fill(token_padding_mask[..., None], 0)
-            x = x + self.dwc(tokens_to_map(mixer_in, hw_shape)).flatten(2).transpose(1, 2)
+            x = x + self._static_dwconv(tokens_to_map(mixer_in, hw_shape)).flatten(2).transpose(
+                1, 2)
             hidden = self.linear1(self.norm2(x))
         return x + self.drop_path(self.linear2(self.act(hidden)))

@@ -97,7 +97,9 @@ class CorePeripheryAttention(nn.Module):
             q[:, :, :num_cores], k, v, attn_mask=core_mask, dropout_p=drop)
         patches = F.scaled_dot_product_attention(
             q[:, :, num_cores:], k[:, :, :num_cores], v[:, :, :num_cores], dropout_p=drop)
-        out = torch.cat([cores, patches], dim=2).transpose(1, 2).reshape(B, T, C)
+        # SDPA returns (B, heads, T, d) views of (B, T, heads, d) memory: joined in that
+        # layout, the tokens come out in one copy.
+        out = torch.cat([cores.transpose(1, 2), patches.transpose(1, 2)], dim=1).reshape(B, T, C)
         out = self.out_drop(self.out_proj(out))
         if not need_weights:
             return out

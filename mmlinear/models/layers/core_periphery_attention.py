@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .onednn_linear import OneDNNLinear
 from .rope2d import apply_rope
 
 
@@ -47,10 +48,10 @@ class CorePeripheryAttention(nn.Module):
                              f'({num_heads})')
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
-        self.q_proj = nn.Linear(embed_dims, embed_dims)
-        self.k_proj = nn.Linear(embed_dims, embed_dims)
-        self.v_proj = nn.Linear(embed_dims, embed_dims)
-        self.out_proj = nn.Linear(embed_dims, embed_dims)
+        self.q_proj = OneDNNLinear(embed_dims, embed_dims)
+        self.k_proj = OneDNNLinear(embed_dims, embed_dims)
+        self.v_proj = OneDNNLinear(embed_dims, embed_dims)
+        self.out_proj = OneDNNLinear(embed_dims, embed_dims)
         self.dropout = dropout
         self.out_drop = nn.Dropout(dropout)
 

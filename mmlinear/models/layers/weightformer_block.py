@@ -8,6 +8,7 @@ from mmlinear.ops import dynamic_dwconv2d
 from ..utils import tokens_to_map
 from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear
+from .onednn_linear import OneDNNLinear
 
 
 class WeightFormerBlock(nn.Module):
@@ -39,10 +40,10 @@ class WeightFormerBlock(nn.Module):
             self.linear1 = DynamicLinear(embed_dims, feedforward_channels)
         else:
             self.dwc = nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims)
-            self.linear1 = nn.Linear(embed_dims, feedforward_channels)
+            self.linear1 = OneDNNLinear(embed_dims, feedforward_channels)
         self.norm2 = nn.LayerNorm(embed_dims, eps=1e-6)
         self.act = nn.GELU()
-        self.linear2 = nn.Linear(feedforward_channels, embed_dims)
+        self.linear2 = OneDNNLinear(feedforward_channels, embed_dims)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     def _static_dwconv(self, x_map: Tensor) -> Tensor:

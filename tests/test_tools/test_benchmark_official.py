@@ -41,3 +41,14 @@ def test_the_table_gives_both_latencies_and_their_ratio():
     header, rule, line = TOOL.format_table([row]).splitlines()
     assert header.count('|') == rule.count('|') == line.count('|')
     assert line == '| VECA-S | 896 | bfloat16 | 200.0 | 150.0 | 0.75x | 0.74x | 3.0e-02 | 4.0e-02 |'
+
+
+def test_each_dtype_is_compared_with_float32_of_the_same_model_and_size():
+    rows = [
+        TOOL.Row('VECA-S', 896, 'float32', 300., 200., 0.67, 0., 0.),
+        TOOL.Row('VECA-S', 896, 'bfloat16', 150., 90., 0.6, 0.03, 0.03),
+        TOOL.Row('VECA-S', 2048, 'bfloat16', 900., 800., 0.9, 0.03, 0.03),
+    ]
+    assert TOOL.format_dtype_ratios(rows) == [
+        'VECA-S 896 px: bfloat16 / float32 = 0.45x (mmlinear), 0.50x (official)'
+    ]

@@ -35,6 +35,7 @@ import os
 import os.path as osp
 import statistics
 import sys
+from functools import partial
 from types import ModuleType
 from typing import Callable, List, NamedTuple, Optional, Sequence
 
@@ -244,6 +245,12 @@ def precision(dtype: str) -> contextlib.AbstractContextManager:
     return torch.autocast('cpu', dtype=DTYPES[dtype])
 
 
+def run_in(dtype: str, fn: Callable[[Tensor], tuple], x: Tensor) -> tuple:
+    """``fn(x)`` under the :func:`precision` of ``dtype``."""
+    with precision(dtype):
+        return fn(x)
+
+
 def measure(pair: Pair, resolution: int, dtypes: Sequence[str], warmup: int,
             repeats: int) -> List[Row]:
     """Check the agreement at ``resolution``, then time both at every dtype.
@@ -255,11 +262,12 @@ def measure(pair: Pair, resolution: int, dtypes: Sequence[str], warmup: int,
     reference = check_agreement(pair, x)
     rows = []
     for dtype in dtypes:
-        with precision(dtype):
-            official_diff = max_abs_diff(pair.official(x), reference)
-            ours_diff = max_abs_diff(pair.ours(x), reference)
-            times = interleaved_ms([lambda: pair.official(x), lambda: pair.ours(x)], warmup,
-                                   repeats)
+        # Autocast is entered per call, as around a model's forward: inside one autocast
+        # region, the casts of the weights would be cached from one call to the next.
+        official, ours = (partial(run_in, dtype, fn, x) for fn in (pair.official, pair.ours))
+        official_diff = max_abs_diff(official(), reference)
+        ours_diff = max_abs_diff(ours(), reference)
+        times = interleaved_ms([official, ours], warmup, repeats)
         official_ms, ours_ms = (statistics.median(t) for t in times)
         paired = statistics.median(o / r for r, o in zip(*times))
         rows.append(
@@ -290,6 +298,20 @@ def format_table(rows: Sequence[Row]) -> str:
                      f'{row.ours_ms:.1f} | {row.ratio:.2f}x | {row.paired_ratio:.2f}x | '
                      f'{row.ours_diff:.1e} | {row.official_diff:.1e} |')
     return '\n'.join(lines)
+
+
+def format_dtype_ratios(rows: Sequence[Row]) -> List[str]:
+    """For each model and resolution timed in float32 and another dtype, that dtype's
+    latency over float32's, for both implementations."""
+    float32 = {(r.model, r.resolution): r for r in rows if r.dtype == 'float32'}
+    lines = []
+    for row in rows:
+        base = float32.get((row.model, row.resolution))
+        if row.dtype != 'float32' and base is not None:
+            lines.append(f'{row.model} {row.resolution} px: {row.dtype} / float32 = '
+                         f'{row.ours_ms / base.ours_ms:.2f}x (mmlinear), '
+                         f'{row.official_ms / base.official_ms:.2f}x (official)')
+    return lines
 
 
 def format_load(label: str) -> str:
@@ -326,6 +348,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print()
     print(format_table(rows))
     print()
+    for line in format_dtype_ratios(rows):
+        print(line)
     print(start_load)
     print(format_load('end'))
 

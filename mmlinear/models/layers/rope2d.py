@@ -49,12 +49,10 @@ def rotate_pairs(x: Tensor) -> Tensor:
 
 
 def _pairs_as_complex(x: Tensor) -> bool:
-    """Whether :func:`apply_rope` may rotate ``x`` as complex numbers: eager float32 / float64
-    (complex types of half precision are incomplete; exported graphs and compiled code keep
-    the real formula, which ONNX and the compiler's fusion handle) and adjacent channel pairs
-    that a complex view can address."""
-    if x.dtype not in (torch.float32, torch.float64) or torch.compiler.is_compiling() or \
-            exporting():
+    """Whether :func:`apply_rope` may rotate ``x`` as complex numbers: in eager mode (exported
+    graphs and compiled code keep the real formula, which ONNX and the compiler's fusion
+    handle), for floating-point x whose adjacent channel pairs a complex view can address."""
+    if not x.is_floating_point() or torch.compiler.is_compiling() or exporting():
         return False
     return x.stride(-1) == 1 and x.storage_offset() % 2 == 0 and \
         all(stride % 2 == 0 for stride in x.stride()[:-1])
@@ -74,10 +72,12 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     if _pairs_as_complex(x):
         # A pair (a, b) rotated by t is the complex product (a + ib) e^(it): one pass over x
         # instead of five, with the same products and sums (a cos t - b sin t,
-        # b cos t + a sin t). Both members of a pair share their angle.
-        rotation = torch.complex(cos[..., 0::2].to(x.dtype), sin[..., 0::2].to(x.dtype))
-        pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
-        return torch.view_as_real(pairs * rotation.unsqueeze(1)).flatten(-2)
+        # b cos t + a sin t). Both members of a pair share their angle. Half-precision x is
+        # rotated in float32 (its complex types are incomplete) and rounded once.
+        dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
+        rotation = torch.complex(cos[..., 0::2].to(dtype), sin[..., 0::2].to(dtype))
+        pairs = torch.view_as_complex(x.to(dtype).unflatten(-1, (-1, 2)))
+        return torch.view_as_real(pairs * rotation.unsqueeze(1)).flatten(-2).to(x.dtype)
     cos = cos.to(x.dtype).unsqueeze(1)
     sin = sin.to(x.dtype).unsqueeze(1)
     return x * cos + rotate_pairs(x) * sin

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import kernel_dtype, require_kernel_ext, runs_kernel
+from mmlinear.utils.ext_loader import require_kernel_ext, runs_kernel
 
 
 def check_dwconv_inputs(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
@@ -190,7 +190,8 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
     check_dwconv_inputs(x, weight, bias)
     if not runs_kernel(x.device.type):
         return dynamic_dwconv2d_reference(x, weight, bias)
-    dtype = kernel_dtype(x)
+    # Both kernels take every floating dtype (the CPU one accumulates half types in float32).
+    dtype = x.dtype
     if bias is not None:
         bias = bias.to(dtype).expand(x.shape[:2]).contiguous()
     x_in = x.to(dtype)

@@ -4,6 +4,7 @@
 // channels-last (NHWC) input, the layout of row-major tokens (B, N, C) seen as a map: one task
 // per output row, the inner loop over the channels, and a channels-last output, so a token
 // model pays no transposition either way. Both sum the bias then the taps in the same order.
+// Half types are read and written as they are and accumulated in float32.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -159,7 +160,8 @@ at::Tensor dynamic_dwconv2d_forward_cpu(const at::Tensor& x, const at::Tensor& w
   const auto sh = dwconv_shape(x, weight);
   auto out = channels_last ? at::empty_like(x, at::MemoryFormat::ChannelsLast)
                            : at::empty_like(x, at::MemoryFormat::Contiguous);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dynamic_dwconv2d_forward_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kBFloat16, at::kHalf, x.scalar_type(), "dynamic_dwconv2d_forward_cpu", [&] {
     const scalar_t* bias_ptr = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
     if (channels_last) {
       dwconv_forward_channels_last_kernel<scalar_t>(x.data_ptr<scalar_t>(),
@@ -180,7 +182,8 @@ std::vector<at::Tensor> dynamic_dwconv2d_backward_cpu(const at::Tensor& grad_out
   const auto sh = dwconv_shape(x, weight);
   auto grad_x = at::empty_like(x), grad_weight = at::empty_like(weight);
   auto grad_bias = at::empty({x.size(0), x.size(1)}, x.options());
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dynamic_dwconv2d_backward_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kBFloat16, at::kHalf, x.scalar_type(), "dynamic_dwconv2d_backward_cpu", [&] {
     dwconv_backward_kernel<scalar_t>(grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
                                      weight.data_ptr<scalar_t>(), sh,
                                      grad_x.data_ptr<scalar_t>(),

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import kernel_dtype, require_kernel_ext, runs_kernel
+from mmlinear.utils.ext_loader import require_kernel_ext, runs_kernel
 
 
 def check_dwconv_inputs(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
@@ -78,8 +78,9 @@ def dynamic_dwconv2d_reference(x: Tensor, weight: Tensor, bias: Optional[Tensor]
     return out.reshape(B, C, H, W)
 
 
-# The kernel as a PyTorch operator. Inputs are contiguous, of one kernel dtype, with the bias
-# (B, C) or None.
+# The kernel as a PyTorch operator. Inputs are of one kernel dtype, with the bias (B, C) or
+# None; the weight is contiguous, x contiguous or (on the CPU) channels-last, and the output
+# has x's layout.
 @torch.library.custom_op(
     'mmlinear::dynamic_dwconv2d',
     mutates_args=(),
@@ -89,7 +90,7 @@ def dynamic_dwconv2d_op(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Te
     """``torch.ops.mmlinear.dynamic_dwconv2d``: the forward kernel of ``mmlinear._ext``.
 
     Returns:
-        Tensor: (B, C, H, W), shaped and typed as x.
+        Tensor: (B, C, H, W), shaped, typed and laid out as x.
     """
     return require_kernel_ext('dynamic_dwconv2d',
                               x.device).dynamic_dwconv2d_forward(x, weight, bias)
@@ -131,8 +132,9 @@ def _dynamic_dwconv2d_setup_context(ctx, inputs, output):
 
 def _dynamic_dwconv2d_backward(ctx, grad_out):
     x, weight = ctx.saved_tensors
+    # The backward kernel takes contiguous (NCHW) tensors only.
     grad_x, grad_weight, grad_bias = torch.ops.mmlinear.dynamic_dwconv2d_backward(
-        grad_out.contiguous(), x, weight)
+        grad_out.contiguous(), x.contiguous(), weight)
     return grad_x, grad_weight, grad_bias if ctx.with_bias else None
 
 
@@ -163,7 +165,9 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
     """Per-sample depthwise convolution through the kernel, or the reference where none exists.
 
     The kernel is ``torch.ops.mmlinear.dynamic_dwconv2d``; while a graph is being exported the
-    reference runs.
+    reference runs. On the CPU a channels-last x (row-major tokens (B, N, C) seen as a map, as
+    :func:`~mmlinear.models.utils.tokens_to_map` lays them out) is convolved in place of
+    being transposed, and the output is channels-last too.
 
     Args:
         x (Tensor): (B, C, H, W).
@@ -186,10 +190,12 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
     check_dwconv_inputs(x, weight, bias)
     if not runs_kernel(x.device.type):
         return dynamic_dwconv2d_reference(x, weight, bias)
-    dtype = kernel_dtype(x)
+    # Both kernels take every floating dtype (the CPU one accumulates half types in float32).
+    dtype = x.dtype
     if bias is not None:
         bias = bias.to(dtype).expand(x.shape[:2]).contiguous()
-    out = torch.ops.mmlinear.dynamic_dwconv2d(
-        x.to(dtype).contiguous(),
-        weight.to(dtype).contiguous(), bias)
+    x_in = x.to(dtype)
+    if x.device.type != 'cpu' or not x_in.is_contiguous(memory_format=torch.channels_last):
+        x_in = x_in.contiguous()
+    out = torch.ops.mmlinear.dynamic_dwconv2d(x_in, weight.to(dtype).contiguous(), bias)
     return out.to(x.dtype)

@@ -92,6 +92,31 @@ def test_non_contiguous_inputs(device):
         rtol=1e-10)
 
 
+@pytest.mark.parametrize('ks', [1, 3, 5])
+@pytest.mark.parametrize('bias', [None, 'shared', 'per_sample'])
+def test_channels_last_inputs_as_tokens_lay_them_out(device, ks, bias):
+    """Row-major tokens (B, N, C) seen as a map are channels-last: the same results and
+    gradients, and a channels-last output on the CPU, which convolves that layout in place of
+    transposing it."""
+    x, weight, b = make_inputs(device, H=4, W=9, ks=ks, bias=bias)
+    tokens = x.detach().flatten(2).transpose(1, 2).contiguous().requires_grad_()
+    inputs = [tokens] + [t for t in (weight, b) if t is not None]
+
+    def run(fn):
+        x_map = tokens.transpose(1, 2).reshape(x.shape)
+        assert x_map.is_contiguous(memory_format=torch.channels_last)
+        assert not x_map.is_contiguous()
+        out = fn(x_map, weight, b)
+        grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
+        return (out, *torch.autograd.grad(out, inputs, grad))
+
+    got, expected = run(dynamic_dwconv2d), run(dynamic_dwconv2d_reference)
+    for a, e in zip(got, expected):
+        torch.testing.assert_close(a, e, atol=1e-10, rtol=1e-10)
+    if device.type == 'cpu':
+        assert got[0].is_contiguous(memory_format=torch.channels_last)
+
+
 @pytest.mark.parametrize('sizes', [dict(B=0), dict(C=0), dict(H=0), dict(W=0)])
 def test_zero_size_inputs(device, sizes):
     x, weight, bias = make_inputs(device, bias=None, **sizes)

@@ -3,7 +3,8 @@
 One concern per module: :mod:`.cases` (what a case is), :mod:`.worker` (measuring one case in
 a fresh process), :mod:`.planner` (which cases run and how often, under a time budget),
 :mod:`.report` (fitted exponents and the written results), :mod:`.plotting` (the figure) and
-:mod:`.timing` (the timing loop, shared with the other benchmark tools).
+:mod:`.timing` (the timing loops, shared with the other benchmark tools: one callable, or
+several side by side).
 ``tools/analysis_tools/benchmark.py`` is their command line.
 """
 from .cases import DEVICES, DTYPES, MODES, OK, PATCH_SIZE, image_hw, num_tokens, series_key
@@ -12,13 +13,13 @@ from .planner import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_sec
 from .plotting import plot_scaling
 from .report import (fit_exponent, fit_line, format_exponent, machine_info, markdown_tables,
                      summarize_fits, write_outputs)
-from .timing import median_ms, time_ms
+from .timing import interleaved_ms, median_ms, time_ms
 from .worker import launch_case, run_case
 
 __all__ = [
     'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'FlopRatio', 'GridSettings', 'SeriesPlanner',
-    'Step', 'estimate_seconds', 'fit_exponent', 'fit_line', 'format_exponent', 'image_hw',
-    'launch_case', 'machine_info', 'markdown_tables', 'median_ms', 'num_tokens', 'plan_runs',
-    'plot_scaling', 'run_case', 'run_grid', 'series_key', 'summarize_fits', 'time_ms',
+    'Step', 'estimate_seconds', 'fit_exponent', 'fit_line', 'format_exponent', 'interleaved_ms',
+    'image_hw', 'launch_case', 'machine_info', 'markdown_tables', 'median_ms', 'num_tokens',
+    'plan_runs', 'plot_scaling', 'run_case', 'run_grid', 'series_key', 'summarize_fits', 'time_ms',
     'write_outputs'
 ]

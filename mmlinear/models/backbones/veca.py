@@ -169,9 +169,12 @@ class VECA(BasePlainBackbone):
         coords = patch_grid_coords(hw_shape, extents, patches.device).expand(B, -1, -1)
         num_chunks = num_cores // self.core_chunk_size
         cores = active_prefix(self.query_token_chunks, num_chunks, B)
+        patch_coords = self.rope.augment_patch_coords(coords)
         extras = dict(
             num_cores=num_cores,
-            patch_coords=self.rope.augment_patch_coords(coords),
+            patch_coords=patch_coords,
+            # The patches never move: their RoPE angles serve every block.
+            patch_rope=self.rope(patch_coords),
             raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B))
         return TokenGrid(
             torch.cat([cores, patches], dim=1), hw_shape, num_cores, token_padding_mask, extras)
@@ -185,7 +188,9 @@ class VECA(BasePlainBackbone):
                                                    self.pos_linears[index - 1],
                                                    self.pos_alpha[index - 1])
         extras['core_coords'] = torch.tanh(extras['raw_core_coords'])
-        cos, sin = self.rope(torch.cat([extras['core_coords'], extras['patch_coords']], dim=1))
+        core_rope = self.rope(extras['core_coords'])
+        cos, sin = (torch.cat([core, patch], dim=1)
+                    for core, patch in zip(core_rope, extras['patch_rope']))
         return num_cores, cos, sin, grid.token_padding_mask
 
     def _apply_head(self, tokens: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ from .infsa_attention import ATTN_TYPES, RHO_MODES, InfSAAttention
 from .infvit_block import InfViTBlock
 from .layer_norm_2d import LayerNorm2d
 from .mlp import Mlp
+from .onednn_linear import OneDNNLinear
 from .patch_embed import PatchEmbed
 from .proj_patch_embed import ProjPatchEmbed
 from .rope2d import Rope2D, apply_rope, patch_grid_coords, rotate_pairs
@@ -17,9 +18,9 @@ from .weightformer_block import WeightFormerBlock
 
 __all__ = [
     'ATTN_TYPES', 'RHO_MODES', 'CorePeripheryAttention', 'DynamicDWConv', 'DynamicLinear',
-    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'PatchEmbed', 'ProjPatchEmbed', 'Rope2D',
-    'SwiGLU', 'VECABlock', 'WeightFormerBlock', 'active_prefix', 'apply_rope',
-    'build_coordinate_head', 'build_core_bank', 'check_core_budget', 'core_attention_mask',
-    'farthest_point_sampling', 'fps_core_coords', 'move_cores', 'patch_grid_coords',
-    'pool_tokens_2x2', 'rotate_pairs'
+    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OneDNNLinear', 'PatchEmbed',
+    'ProjPatchEmbed', 'Rope2D', 'SwiGLU', 'VECABlock', 'WeightFormerBlock', 'active_prefix',
+    'apply_rope', 'build_coordinate_head', 'build_core_bank', 'check_core_budget',
+    'core_attention_mask', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
+    'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]

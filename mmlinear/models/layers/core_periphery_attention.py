@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .onednn_linear import OneDNNLinear
 from .rope2d import apply_rope
 
 
@@ -47,10 +48,10 @@ class CorePeripheryAttention(nn.Module):
                              f'({num_heads})')
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
-        self.q_proj = nn.Linear(embed_dims, embed_dims)
-        self.k_proj = nn.Linear(embed_dims, embed_dims)
-        self.v_proj = nn.Linear(embed_dims, embed_dims)
-        self.out_proj = nn.Linear(embed_dims, embed_dims)
+        self.q_proj = OneDNNLinear(embed_dims, embed_dims)
+        self.k_proj = OneDNNLinear(embed_dims, embed_dims)
+        self.v_proj = OneDNNLinear(embed_dims, embed_dims)
+        self.out_proj = OneDNNLinear(embed_dims, embed_dims)
         self.dropout = dropout
         self.out_drop = nn.Dropout(dropout)
 
@@ -97,7 +98,9 @@ class CorePeripheryAttention(nn.Module):
             q[:, :, :num_cores], k, v, attn_mask=core_mask, dropout_p=drop)
         patches = F.scaled_dot_product_attention(
             q[:, :, num_cores:], k[:, :, :num_cores], v[:, :, :num_cores], dropout_p=drop)
-        out = torch.cat([cores, patches], dim=2).transpose(1, 2).reshape(B, T, C)
+        # SDPA returns (B, heads, T, d) views of (B, T, heads, d) memory: joined in that
+        # layout, the tokens come out in one copy.
+        out = torch.cat([cores.transpose(1, 2), patches.transpose(1, 2)], dim=1).reshape(B, T, C)
         out = self.out_drop(self.out_proj(out))
         if not need_weights:
             return out

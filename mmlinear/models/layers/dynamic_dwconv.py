@@ -82,9 +82,16 @@ class DynamicDWConv(nn.Module):
             Tensor: (B, C, k, k).
         """
         check_tokens(x, hw_shape, token_padding_mask)
-        delta = self.wfm(self._pool(tokens_to_map(x, hw_shape), token_padding_mask))
-        norm = delta.flatten(2).norm(dim=-1)[..., None, None]
-        return delta / (norm + 1.)
+        pooled = self._pool(tokens_to_map(x, hw_shape), token_padding_mask)
+        B, C, k, _ = pooled.shape
+        # The 1 x 1 convolutions of ``wfm`` as linear layers over the k * k pooled positions:
+        # the same products, without a convolution's set-up on a 3 x 3 map.
+        first, act, second = self.wfm
+        hidden = act(
+            F.linear(pooled.flatten(2).transpose(1, 2), first.weight.flatten(1), first.bias))
+        delta = F.linear(hidden, second.weight.flatten(1)).transpose(1, 2)  # (B, C, k * k)
+        norm = delta.norm(dim=-1, keepdim=True)
+        return (delta / (norm + 1.)).reshape(B, C, k, k)
 
     def forward(self,
                 x: Tensor,

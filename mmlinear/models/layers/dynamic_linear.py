@@ -6,7 +6,9 @@ import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
+from mmlinear.ops import onednn_linear, runs_onednn
 from ..utils import check_tokens
+from .onednn_linear import OneDNNLinear
 
 
 def pool_tokens_2x2(x: Tensor,
@@ -92,7 +94,7 @@ class DynamicLinear(nn.Module):
         self.split_sizes = (in_features // rank_ratio, out_features // rank_ratio)
         self.w = nn.Parameter(torch.empty(in_features, out_features))
         self.b = nn.Parameter(torch.empty(out_features))
-        self.wfm = nn.Linear(in_features, sum(self.split_sizes))
+        self.wfm = OneDNNLinear(in_features, sum(self.split_sizes))
         self.w1 = nn.Parameter(torch.empty(self.split_sizes[0], in_features))
         self.w2 = nn.Parameter(torch.empty(self.split_sizes[1], out_features))
         self.reset_parameters()
@@ -145,6 +147,9 @@ class DynamicLinear(nn.Module):
             Tensor: (B, N, C_out).
         """
         weight = self.predict_delta(x, hw_shape, token_padding_mask) + self.w
+        if x.shape[0] == 1 and runs_onednn(x, weight, self.b):
+            # One sample, one weight: a linear layer, with oneDNN's fused bias.
+            return onednn_linear(x, weight[0].t(), self.b)
         return x @ weight + self.b
 
     def extra_repr(self) -> str:

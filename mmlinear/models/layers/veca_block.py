@@ -4,6 +4,7 @@ from typing import Optional, Tuple, Union
 from torch import Tensor, nn
 
 from .core_periphery_attention import CorePeripheryAttention
+from .onednn_linear import OneDNNLinear
 from .swiglu import SwiGLU
 
 
@@ -32,9 +33,9 @@ class VECABlock(nn.Module):
         self.norm_attn = nn.LayerNorm(embed_dims)
         self.attn = CorePeripheryAttention(embed_dims, num_heads, dropout)
         self.norm_ffn = nn.LayerNorm(embed_dims)
-        self.fc1 = nn.Linear(embed_dims, 2 * feedforward_channels)
+        self.fc1 = OneDNNLinear(embed_dims, 2 * feedforward_channels)
         self.act = SwiGLU()
-        self.fc2 = nn.Linear(feedforward_channels, embed_dims)
+        self.fc2 = OneDNNLinear(feedforward_channels, embed_dims)
         self.drop = nn.Dropout(dropout)
 
     def forward(self,

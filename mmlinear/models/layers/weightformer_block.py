@@ -4,9 +4,11 @@ from typing import Optional, Tuple
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
+from mmlinear.ops import dynamic_dwconv2d
 from ..utils import tokens_to_map
 from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear
+from .onednn_linear import OneDNNLinear
 
 
 class WeightFormerBlock(nn.Module):
@@ -38,11 +40,23 @@ class WeightFormerBlock(nn.Module):
             self.linear1 = DynamicLinear(embed_dims, feedforward_channels)
         else:
             self.dwc = nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims)
-            self.linear1 = nn.Linear(embed_dims, feedforward_channels)
+            self.linear1 = OneDNNLinear(embed_dims, feedforward_channels)
         self.norm2 = nn.LayerNorm(embed_dims, eps=1e-6)
         self.act = nn.GELU()
-        self.linear2 = nn.Linear(feedforward_channels, embed_dims)
+        self.linear2 = OneDNNLinear(feedforward_channels, embed_dims)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+
+    def _static_dwconv(self, x_map: Tensor) -> Tensor:
+        """The static block's depthwise convolution ``dwc`` of a (B, C, H', W') map.
+
+        On the CPU its kernels go through the per-sample convolution's kernel, which reads the
+        channels-last map of the tokens as it is (oneDNN's depthwise convolution is several
+        times slower on it); elsewhere, and where no kernel runs, the same convolution.
+        """
+        if x_map.device.type != 'cpu':
+            return self.dwc(x_map)
+        kernels = self.dwc.weight.squeeze(1).expand(x_map.shape[0], -1, -1, -1)
+        return dynamic_dwconv2d(x_map, kernels, self.dwc.bias)
 
     def forward(self,
                 x: Tensor,
@@ -64,6 +78,7 @@ class WeightFormerBlock(nn.Module):
             mixer_in = x
             if token_padding_mask is not None:
                 mixer_in = x.masked_fill(token_padding_mask[..., None], 0)
-            x = x + self.dwc(tokens_to_map(mixer_in, hw_shape)).flatten(2).transpose(1, 2)
+            x = x + self._static_dwconv(tokens_to_map(mixer_in, hw_shape)).flatten(2).transpose(
+                1, 2)
             hidden = self.linear1(self.norm2(x))
         return x + self.drop_path(self.linear2(self.act(hidden)))

@@ -305,7 +305,8 @@ def test_drop_path_acts_on_the_mlp_branch_only(dynamic):
         mixed = stream + module.dwc(stream.transpose(1, 2).reshape(32, 32, 3,
                                                                    4)).flatten(2).transpose(1, 2)
     out = module(x, (3, 4))
-    dropped = (out - mixed).abs().amax((1, 2)) == 0
+    # Up to float64 rounding: the static block convolves through the per-sample kernel.
+    dropped = (out - mixed).abs().amax((1, 2)) < 1e-12
     # Some samples lose the MLP branch, some keep it; the token mixer is never dropped.
     assert 0 < dropped.sum() < 32
     module.eval()

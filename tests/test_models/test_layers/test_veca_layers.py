@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope2D, SwiGLU,
                                     VECABlock, apply_rope, build_coordinate_head, build_core_bank,
                                     check_core_budget, farthest_point_sampling, fps_core_coords,
-                                    move_cores, patch_grid_coords)
+                                    move_cores, patch_grid_coords, rotate_pairs)
 from mmlinear.models.layers.core_periphery_attention import core_attention_mask
 
 C, N, D, HEADS = 8, 12, 64, 2  # head width 32: 8 frequencies, 1 zeroed
@@ -79,6 +79,24 @@ def test_rope_zero_frequency_channels_are_never_rotated():
     untouched = [28, 29, 30, 31, 60, 61, 62, 63]
     assert torch.equal(out[..., untouched], q[..., untouched])
     assert (out[..., :28] - q[..., :28]).abs().max() > 1e-2
+
+
+def test_rope_equals_the_pair_rotation_formula_exactly():
+    """The complex product makes the same products and sums as x cos + rotate_pairs(x) sin,
+    also on the strided (B, heads, T, d) view of a projection."""
+    rope = Rope2D(64)
+    cos, sin = rope(torch.rand(2, 7, 2) * 2 - 1)
+    for dtype in (torch.float32, torch.float64):
+        q = torch.randn(2, 7, 3, 64, dtype=dtype).transpose(1, 2)
+        formula = q * cos.to(dtype)[:, None] + rotate_pairs(q) * sin.to(dtype)[:, None]
+        assert torch.equal(apply_rope(q, cos, sin), formula)
+
+
+def test_rope_rotates_half_precision_in_float32_and_rounds_once():
+    rope = Rope2D(64)
+    cos, sin = rope(torch.rand(1, 9, 2) * 2 - 1)
+    q = torch.randn(1, 2, 9, 64).to(torch.bfloat16)
+    assert torch.equal(apply_rope(q, cos, sin), apply_rope(q.float(), cos, sin).to(torch.bfloat16))
 
 
 def test_rope_keeps_the_dtype_and_computes_angles_in_fp32():

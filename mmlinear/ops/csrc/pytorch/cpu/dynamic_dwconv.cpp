@@ -1,6 +1,10 @@
-// CPU per-sample depthwise convolution (stride 1, same padding k // 2): one task per
-// (sample, channel) plane. Each kernel tap is applied as a shifted row axpy over the valid
-// output columns, so the inner loop is contiguous and vectorises.
+// CPU per-sample depthwise convolution (stride 1, same padding k // 2). On a contiguous
+// (NCHW) input: one task per (sample, channel) plane, each kernel tap applied as a shifted
+// row axpy over the valid output columns, so the inner loop is contiguous and vectorises. On a
+// channels-last (NHWC) input, the layout of row-major tokens (B, N, C) seen as a map: one task
+// per output row, the inner loop over the channels, and a channels-last output, so a token
+// model pays no transposition either way. Both sum the bias then the taps in the same order.
+// Half types are read and written as they are and accumulated in float32.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -57,6 +61,48 @@ void dwconv_forward_kernel(const scalar_t* x, const scalar_t* weight, const scal
   });
 }
 
+template <typename scalar_t>
+void dwconv_forward_channels_last_kernel(const scalar_t* x, const scalar_t* weight,
+                                         const scalar_t* bias, DwconvShape sh, scalar_t* out) {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const int64_t B = sh.planes / sh.C, C = sh.C, taps = sh.ks * sh.ks, row = sh.W * C;
+  // The taps of each sample as (taps, C), so that one tap reads all channels contiguously.
+  std::vector<acc_t> taps_by_channel(B * taps * C);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t t = 0; t < taps; ++t)
+        taps_by_channel[(b * taps + t) * C + c] = static_cast<acc_t>(weight[(b * C + c) * taps + t]);
+  at::parallel_for(0, B * sh.H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> acc(row);
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / sh.H, oy = r % sh.H;
+      const acc_t* wb = taps_by_channel.data() + b * taps * C;
+      for (int64_t ox = 0; ox < sh.W; ++ox)
+        for (int64_t c = 0; c < C; ++c)
+          acc[ox * C + c] = bias ? static_cast<acc_t>(bias[b * C + c]) : acc_t(0);
+      for (int64_t u = 0; u < sh.ks; ++u) {
+        const int64_t iy = oy + u - sh.pad;
+        if (iy < 0 || iy >= sh.H) continue;
+        const scalar_t* src_row = x + (b * sh.H + iy) * row;
+        for (int64_t w = 0; w < sh.ks; ++w) {
+          const acc_t* tap = wb + (u * sh.ks + w) * C;
+          const int64_t dx = w - sh.pad;
+          int64_t x_lo, x_hi;
+          valid_range(dx, sh.W, &x_lo, &x_hi);
+          for (int64_t ox = x_lo; ox < x_hi; ++ox) {
+            const scalar_t* src = src_row + (ox + dx) * C;
+            acc_t* dst = acc.data() + ox * C;
+#pragma omp simd
+            for (int64_t c = 0; c < C; ++c) dst[c] += tap[c] * static_cast<acc_t>(src[c]);
+          }
+        }
+      }
+      scalar_t* op = out + r * row;
+      for (int64_t i = 0; i < row; ++i) op[i] = static_cast<scalar_t>(acc[i]);
+    }
+  });
+}
+
 // grad_x is the correlation of grad_out with the flipped kernel; each weight tap's gradient
 // is the dot product of grad_out with the correspondingly shifted input.
 template <typename scalar_t>
@@ -104,16 +150,27 @@ void dwconv_backward_kernel(const scalar_t* grad_out, const scalar_t* x, const s
 
 }  // namespace
 
+// x contiguous (NCHW) or channels-last (NHWC); the output has x's layout.
 at::Tensor dynamic_dwconv2d_forward_cpu(const at::Tensor& x, const at::Tensor& weight,
                                         const at::Tensor& bias) {
-  CHECK_CONTIGUOUS(x);
+  const bool channels_last =
+      !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+  if (!channels_last) CHECK_CONTIGUOUS(x);
   CHECK_CONTIGUOUS(weight);
   const auto sh = dwconv_shape(x, weight);
-  auto out = at::empty_like(x);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dynamic_dwconv2d_forward_cpu", [&] {
-    dwconv_forward_kernel<scalar_t>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
-                                    bias.defined() ? bias.data_ptr<scalar_t>() : nullptr, sh,
-                                    out.data_ptr<scalar_t>());
+  auto out = channels_last ? at::empty_like(x, at::MemoryFormat::ChannelsLast)
+                           : at::empty_like(x, at::MemoryFormat::Contiguous);
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kBFloat16, at::kHalf, x.scalar_type(), "dynamic_dwconv2d_forward_cpu", [&] {
+    const scalar_t* bias_ptr = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
+    if (channels_last) {
+      dwconv_forward_channels_last_kernel<scalar_t>(x.data_ptr<scalar_t>(),
+                                                    weight.data_ptr<scalar_t>(), bias_ptr, sh,
+                                                    out.data_ptr<scalar_t>());
+    } else {
+      dwconv_forward_kernel<scalar_t>(x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
+                                      bias_ptr, sh, out.data_ptr<scalar_t>());
+    }
   });
   return out;
 }
@@ -125,7 +182,8 @@ std::vector<at::Tensor> dynamic_dwconv2d_backward_cpu(const at::Tensor& grad_out
   const auto sh = dwconv_shape(x, weight);
   auto grad_x = at::empty_like(x), grad_weight = at::empty_like(weight);
   auto grad_bias = at::empty({x.size(0), x.size(1)}, x.options());
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dynamic_dwconv2d_backward_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kBFloat16, at::kHalf, x.scalar_type(), "dynamic_dwconv2d_backward_cpu", [&] {
     dwconv_backward_kernel<scalar_t>(grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
                                      weight.data_ptr<scalar_t>(), sh,
                                      grad_x.data_ptr<scalar_t>(),

@@ -1,12 +1,12 @@
-"""Linear layers at inference on the CPU through oneDNN's matmul, the bias (and a GELU) fused.
+"""Linear layers at inference on the CPU through oneDNN's matmul, the bias fused.
 
 ``F.linear`` on the CPU runs the BLAS library PyTorch is built with (MKL for the official
 wheels) in float32. MKL takes a slower code path on CPUs that are not Intel's (on the AMD EPYC
 of docs/benchmarks.md, half the float32 speed of oneDNN at the shapes of a ViT block), and
-adds the bias, then any activation, in separate passes over the output. oneDNN's matmul, the
-one PyTorch's compiler uses for frozen CPU graphs (``torch.ops.mkldnn._linear_pointwise``),
-applies both in its epilogue. It has no backward, so it runs only where nothing needs a
-gradient; ``F.linear`` is its reference everywhere else.
+adds the bias in a separate pass over the output. oneDNN's matmul, the one PyTorch's compiler
+uses for frozen CPU graphs (``torch.ops.mkldnn._linear_pointwise``), adds it in its epilogue.
+It has no backward, so it runs only where nothing needs a gradient; ``F.linear`` is its
+reference everywhere else.
 """
 from typing import Optional
 
@@ -17,8 +17,6 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from mmlinear.utils.ext_loader import exporting
 
-#: The fused activations: name -> (oneDNN post-op, its algorithm, the PyTorch function).
-ACTIVATIONS = {'gelu': ('gelu', 'none', F.gelu)}
 #: The dtypes oneDNN's matmul takes on the CPU.
 ONEDNN_DTYPES = (torch.float32, torch.bfloat16)
 
@@ -55,11 +53,8 @@ def runs_onednn(x: Tensor, *params: Optional[Tensor]) -> bool:
         torch.ops.mkldnn, '_linear_pointwise')
 
 
-def onednn_linear(x: Tensor,
-                  weight: Tensor,
-                  bias: Optional[Tensor] = None,
-                  activation: Optional[str] = None) -> Tensor:
-    """``activation(F.linear(x, weight, bias))``, through oneDNN where :func:`runs_onednn`.
+def onednn_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """``F.linear(x, weight, bias)``, through oneDNN where :func:`runs_onednn`.
 
     Under CPU autocast the inputs are cast to its dtype first, as autocast casts the inputs
     of ``F.linear``.
@@ -68,21 +63,14 @@ def onednn_linear(x: Tensor,
         x (Tensor): (..., in_features).
         weight (Tensor): (out_features, in_features), any strides.
         bias (Tensor, optional): (out_features, ).
-        activation (str, optional): None or a key of ``ACTIVATIONS`` ('gelu': the exact, erf
-            GELU of ``nn.GELU()``).
 
     Returns:
         Tensor: (..., out_features).
     """
-    if activation is not None and activation not in ACTIVATIONS:
-        raise ValueError(f'activation must be None or one of {list(ACTIVATIONS)}, got '
-                         f'{activation!r}')
     if not runs_onednn(x, weight, bias):
-        out = F.linear(x, weight, bias)
-        return out if activation is None else ACTIVATIONS[activation][2](out)
+        return F.linear(x, weight, bias)
     if torch.is_autocast_enabled('cpu'):
         dtype = torch.get_autocast_dtype('cpu')
         x, weight = x.to(dtype), weight.to(dtype)
         bias = None if bias is None else bias.to(dtype)
-    attr, algorithm = ('none', '') if activation is None else ACTIVATIONS[activation][:2]
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, attr, [], algorithm)
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, 'none', [], '')

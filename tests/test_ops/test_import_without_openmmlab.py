@@ -1,5 +1,7 @@
 """``mmlinear.ops`` and ``mmlinear._ext`` need torch alone (a bare GPU image has no mmengine):
 checked in a fresh interpreter in which every OpenMMLab package fails to import."""
+import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -59,3 +61,23 @@ def test_mmlinear_ext_imports_first_without_openmmlab_packages():
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() in ('ok True', 'ok False')
+
+
+def test_op_tests_collect_without_openmmlab_packages():
+    """Every module of tests/test_ops imports without OpenMMLab, as the GPU check's bare image
+    runs them (tests that need mmengine skip inside, never at import)."""
+    head, _ = SCRIPT.split('\nimport torch\n')
+    script = head + textwrap.dedent('''
+        import pytest
+        code = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', sys.argv[1]])
+        loaded = [name for name in sys.modules if name.split('.')[0] in BLOCKED]
+        assert not loaded, loaded
+        sys.exit(int(code))
+    ''')
+    result = subprocess.run(
+        [sys.executable, '-c', script, os.path.dirname(__file__)],
+        capture_output=True,
+        text=True,
+        timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(r'\d+ tests collected', result.stdout), result.stdout[-3000:]

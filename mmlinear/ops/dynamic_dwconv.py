@@ -190,12 +190,10 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
     check_dwconv_inputs(x, weight, bias)
     if not runs_kernel(x.device.type):
         return dynamic_dwconv2d_reference(x, weight, bias)
-    # Both kernels take every floating dtype (the CPU one accumulates half types in float32).
-    dtype = x.dtype
+    # Both kernels take every floating dtype (the CPU one accumulates half types in float32),
+    # and the checks above leave x, weight and bias one dtype: nothing is cast.
     if bias is not None:
-        bias = bias.to(dtype).expand(x.shape[:2]).contiguous()
-    x_in = x.to(dtype)
-    if x.device.type != 'cpu' or not x_in.is_contiguous(memory_format=torch.channels_last):
-        x_in = x_in.contiguous()
-    out = torch.ops.mmlinear.dynamic_dwconv2d(x_in, weight.to(dtype).contiguous(), bias)
-    return out.to(x.dtype)
+        bias = bias.expand(x.shape[:2]).contiguous()
+    if x.device.type != 'cpu' or not x.is_contiguous(memory_format=torch.channels_last):
+        x = x.contiguous()
+    return torch.ops.mmlinear.dynamic_dwconv2d(x, weight.contiguous(), bias)

@@ -150,8 +150,9 @@ def kernel_dtype(x: Tensor) -> torch.dtype:
     """The dtype a compiled kernel runs in for inputs like ``x``.
 
     The CUDA kernels take every floating type (accumulating in float32 at least); the CPU
-    kernels take float32 and float64, so half types are promoted to float32 on the CPU, as
-    the references compute in float32 anyway.
+    InfSA kernels take float32 and float64, so half types are promoted to float32 on the CPU,
+    as the references compute in float32 anyway (the CPU depthwise-convolution kernel reads
+    half types itself and does not use this).
     """
     if x.device.type == 'cpu' and x.dtype not in (torch.float32, torch.float64):
         return torch.float32

@@ -26,13 +26,12 @@ Example::
     python tools/analysis_tools/benchmark_ops.py --device cpu --out work_dirs/benchmark_ops
 """
 import argparse
+import functools
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
-import time
 from typing import Dict, List, Optional
 
 # Sizes per device: (B, H, d) or (B, C, k) and the list of N (tokens; H * W for the conv).
@@ -109,13 +108,10 @@ def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
     return fn, inputs
 
 
-def linear_infsa_traffic_floor(q, k, v, rho):
-    """Linear-InfSA's unavoidable memory traffic, with the op's signature and output shape.
-
-    Forward: one read of q, k and v (sums); the (B, H, 1, d) result is broadcast to the N
-    queries as the op's is, so the output gradient is reduced the same way. Backward: one more
-    read of q, k and v and three freshly allocated gradients of their size (clones).
-    """
+@functools.lru_cache(maxsize=None)
+def traffic_floor_function():
+    """The autograd function behind :func:`linear_infsa_traffic_floor`, defined once (torch
+    is imported by the workers only)."""
     import torch
 
     class TrafficFloor(torch.autograd.Function):
@@ -131,7 +127,17 @@ def linear_infsa_traffic_floor(q, k, v, rho):
             q, k, v, rho = ctx.saved_tensors
             return q.clone(), k.clone(), v.clone(), torch.zeros_like(rho)
 
-    return TrafficFloor.apply(q, k, v, rho).expand(q.shape)
+    return TrafficFloor
+
+
+def linear_infsa_traffic_floor(q, k, v, rho):
+    """Linear-InfSA's unavoidable memory traffic, with the op's signature and output shape.
+
+    Forward: one read of q, k and v (sums); the (B, H, 1, d) result is broadcast to the N
+    queries as the op's is, so the output gradient is reduced the same way. Backward: one more
+    read of q, k and v and three freshly allocated gradients of their size (clones).
+    """
+    return traffic_floor_function().apply(q, k, v, rho).expand(q.shape)
 
 
 def run_worker(case: Dict) -> Dict:
@@ -151,15 +157,19 @@ def run_worker(case: Dict) -> Dict:
         if cuda:
             torch.cuda.synchronize()
 
+    # Both steps end synchronised, so a timed call covers the device's work and the next one
+    # starts on an idle device.
     def forward():
         with torch.no_grad():
             fn(*inputs)
+        sync()
 
     def forward_backward():
         out = fn(*inputs)
         out.backward(grad)
         for t in inputs:
             t.grad = None
+        sync()
 
     # Peak memory of one forward+backward, before any timing run can raise the peak.
     sync()
@@ -167,7 +177,6 @@ def run_worker(case: Dict) -> Dict:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
         forward_backward()
-        sync()
         peak = torch.cuda.max_memory_allocated() - base
     else:
         with open('/proc/self/statm') as f:
@@ -175,17 +184,9 @@ def run_worker(case: Dict) -> Dict:
         forward_backward()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
     result = {'peak_bytes': max(peak, 0)}
+    from mmlinear.apis.benchmark import median_ms
     for mode, step in (('fwd', forward), ('fwd_bwd', forward_backward)):
-        for _ in range(case['warmup']):
-            step()
-        times = []
-        for _ in range(case['repeats']):
-            sync()
-            start = time.perf_counter()
-            step()
-            sync()
-            times.append(time.perf_counter() - start)
-        result[f'{mode}_s'] = statistics.median(times)
+        result[f'{mode}_s'] = median_ms(step, case['warmup'], case['repeats']) / 1e3
     return result
 
 

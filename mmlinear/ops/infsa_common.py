@@ -47,15 +47,19 @@ def check_infsa_inputs(q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
         raise ValueError(f'all inputs must be on one device, got {devices}')
 
 
-def scaled_float32(q: Tensor, k: Tensor) -> Tuple[Tensor, Tensor]:
-    """Scale q and k by 1/sqrt(d) each (as the reference code does) in at least float32.
+def scale_float32(x: Tensor) -> Tensor:
+    """Scale queries or keys (..., d) by 1/sqrt(d) (as the reference code does) in at least
+    float32.
 
     The normalisations sum many squares or scores, which overflows or loses precision in
     half types, so they always run in float32 (float64 inputs stay float64).
     """
-    dtype = torch.promote_types(q.dtype, torch.float32)
-    scale = q.shape[-1]**-0.5
-    return q.to(dtype) * scale, k.to(dtype) * scale
+    return x.to(torch.promote_types(x.dtype, torch.float32)) * x.shape[-1]**-0.5
+
+
+def scaled_float32(q: Tensor, k: Tensor) -> Tuple[Tensor, Tensor]:
+    """q and k through :func:`scale_float32`."""
+    return scale_float32(q), scale_float32(k)
 
 
 def rho_vector(rho: Tensor, num_heads: int, dtype: torch.dtype) -> Tensor:

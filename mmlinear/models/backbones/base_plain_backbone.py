@@ -24,14 +24,15 @@ class TokenGrid(NamedTuple):
         num_extra_tokens (int): E.
         token_padding_mask (Tensor | None): (B, N) bool, True on padded patches; None
             without a padding mask.
-        extras (dict): Backbone-specific inputs of the block loop (positions, RoPE
-            coordinates), read and updated by :meth:`_block_args`.
+        block_state (dict): The backbone-specific state the block loop starts from (VECA:
+            the cores' coordinates and the patches' RoPE angles); :meth:`_block_inputs`
+            derives each block's arguments and the next state from it, never changing it.
     """
     tokens: Tensor
     hw_shape: Tuple[int, int]
     num_extra_tokens: int
     token_padding_mask: Optional[Tensor]
-    extras: Dict[str, Any]
+    block_state: Dict[str, Any]
 
 
 class BlockStep(NamedTuple):
@@ -41,13 +42,13 @@ class BlockStep(NamedTuple):
         index (int): The block index.
         tokens (Tensor): (B, E + N, C), the block's output (before any final norm).
         grid (TokenGrid): The embedded input (grid shape, masks, extra-token count).
-        extras (dict): A snapshot of ``grid.extras`` as this block used them.
+        state (dict): The block state this block ran with (see :meth:`_block_inputs`).
         weights (Tensor | None): The block's attention weights, when asked for.
     """
     index: int
     tokens: Tensor
     grid: TokenGrid
-    extras: Dict[str, Any]
+    state: Dict[str, Any]
     weights: Optional[Tensor]
 
 
@@ -61,7 +62,9 @@ class BasePlainBackbone(BaseModule):
     methods, the final norm, the padding-mask handling and the input checks. A subclass
     builds its modules (``patch_embed``, ``blocks`` and the final norm through
     :meth:`_add_final_norm`), then calls :meth:`_freeze_stages`, and implements
-    :meth:`_embed` and :meth:`_block_args`.
+    :meth:`_embed` and, where its blocks take more than the tokens and the patch mask,
+    :meth:`_block_inputs`. Every block is called as ``block(tokens, token_padding_mask,
+    **named)`` with the named arguments of :meth:`_block_inputs`.
 
     Vocabulary: ``padding_mask`` is the (B, H, W) bool pixel mask of the input (True on
     padding, the valid region in the top-left corner, as mmdet / mmseg pad);
@@ -143,9 +146,22 @@ class BasePlainBackbone(BaseModule):
         """
         raise NotImplementedError
 
-    def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
-        """The arguments block ``index`` takes after its tokens (masks, positions)."""
-        raise NotImplementedError
+    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+                      state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """The named arguments of block ``index`` besides its tokens and patch mask.
+
+        Args:
+            index (int): The block index.
+            tokens (Tensor): (B, E + N, C), the block's input.
+            grid (TokenGrid): The embedded input.
+            state (dict): The block state after the previous block (``grid.block_state``
+                for block 0); not changed.
+
+        Returns:
+            tuple[dict, dict]: The block's named arguments, and the state it ran with, which
+            the next block starts from. Defaults to no arguments and the same state.
+        """
+        return {}, state
 
     def _apply_head(self, tokens: Tensor) -> Tensor:
         """Turn the last block's tokens (B, T, C) into the output tokens (the final norm)."""
@@ -197,17 +213,17 @@ class BasePlainBackbone(BaseModule):
             **embed_kwargs: Passed to :meth:`_embed`.
         """
         grid = self._embed(x, self._token_padding_mask(x, padding_mask), **embed_kwargs)
-        tokens = grid.tokens
+        tokens, state, mask = grid.tokens, grid.block_state, grid.token_padding_mask
         for index, block in enumerate(self.blocks):
-            args = self._block_args(index, tokens, grid)
+            named, state = self._block_inputs(index, tokens, grid, state)
             weights = None
             if need_weights:
-                tokens, weights = block(tokens, *args, need_weights=True)
+                tokens, weights = block(tokens, mask, need_weights=True, **named)
             elif self.with_cp and tokens.requires_grad:
-                tokens = checkpoint(block, tokens, *args, use_reentrant=False)
+                tokens = checkpoint(block, tokens, mask, use_reentrant=False, **named)
             else:
-                tokens = block(tokens, *args)
-            yield BlockStep(index, tokens, grid, dict(grid.extras), weights)
+                tokens = block(tokens, mask, **named)
+            yield BlockStep(index, tokens, grid, state, weights)
 
     def _forward_outputs(self, steps: Iterator[BlockStep]) -> Tuple[Tensor, ...]:
         """Collect the ``out_indices`` outputs of a block loop, the last one through the

@@ -1,9 +1,8 @@
 """InfViT: a plain ViT whose attention is Infinite Self-Attention (Roffo and Palmer, 2026)."""
 import re
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
@@ -202,23 +201,22 @@ class InfViT(BasePlainBackbone):
         tokens, hw_shape = self.patch_embed(x)
         cls_token = self.cls_token.expand(x.shape[0], -1, -1)
         tokens = torch.cat([cls_token, tokens], dim=1)
-        key_padding_mask = None
         if token_padding_mask is None:
             pos_embed = resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
                                          self.interpolate_mode, self.num_extra_tokens)
         else:
-            # The attention's keys are all 1 + N tokens; the CLS token is never padding.
-            key_padding_mask = F.pad(token_padding_mask, (self.num_extra_tokens, 0))
             extents = [tuple(e) for e in valid_extents(token_padding_mask, hw_shape).tolist()]
             pos_embed = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution, extents,
                                                     hw_shape, self.interpolate_mode,
                                                     self.num_extra_tokens)
         return TokenGrid(
             self.drop_after_pos(tokens + pos_embed), hw_shape, self.num_extra_tokens,
-            token_padding_mask, dict(key_padding_mask=key_padding_mask))
+            token_padding_mask, {})
 
-    def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
-        return (grid.extras['key_padding_mask'], )
+    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+                      state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        # The attention builds its key mask over [CLS; patches] from the patch mask.
+        return dict(num_extra_tokens=self.num_extra_tokens), state
 
     def forward_attention_maps(self,
                                x: Tensor,

@@ -1,6 +1,6 @@
 """VECA: Visual Elastic Core Attention (Song et al., "Elastic Attention Cores for Scalable
 Vision Transformers", arXiv 2605.12491, 2026); official code github.com/alansong1322/VECA."""
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -170,28 +170,34 @@ class VECA(BasePlainBackbone):
         num_chunks = num_cores // self.core_chunk_size
         cores = active_prefix(self.query_token_chunks, num_chunks, B)
         patch_coords = self.rope.augment_patch_coords(coords)
-        extras = dict(
-            num_cores=num_cores,
-            patch_coords=patch_coords,
+        block_state = dict(
             # The patches never move: their RoPE angles serve every block.
             patch_rope=self.rope(patch_coords),
             raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B))
         return TokenGrid(
-            torch.cat([cores, patches], dim=1), hw_shape, num_cores, token_padding_mask, extras)
+            torch.cat([cores, patches], dim=1), hw_shape, num_cores, token_padding_mask,
+            block_state)
 
-    def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
-        """Move the cores (from block 1 on), then the RoPE angles of ``[cores; patches]``."""
-        extras = grid.extras
-        num_cores = extras['num_cores']
+    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+                      state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """Move the cores (from block 1 on), then the RoPE angles of ``[cores; patches]``.
+
+        Returns:
+            tuple[dict, dict]: ``num_cores``, ``cos`` and ``sin`` for the block, and the
+            state with the cores' raw coordinates and the RoPE coordinates ``core_coords``
+            (B, K, 2) this block used.
+        """
+        num_cores = grid.num_extra_tokens
+        raw_core_coords = state['raw_core_coords']
         if index > 0:
-            extras['raw_core_coords'] = move_cores(extras['raw_core_coords'], tokens[:, :num_cores],
-                                                   self.pos_linears[index - 1],
-                                                   self.pos_alpha[index - 1])
-        extras['core_coords'] = torch.tanh(extras['raw_core_coords'])
-        core_rope = self.rope(extras['core_coords'])
+            raw_core_coords = move_cores(raw_core_coords, tokens[:, :num_cores],
+                                         self.pos_linears[index - 1], self.pos_alpha[index - 1])
+        core_coords = torch.tanh(raw_core_coords)
         cos, sin = (torch.cat([core, patch], dim=1)
-                    for core, patch in zip(core_rope, extras['patch_rope']))
-        return num_cores, cos, sin, grid.token_padding_mask
+                    for core, patch in zip(self.rope(core_coords), state['patch_rope']))
+        return dict(
+            num_cores=num_cores, cos=cos, sin=sin), dict(
+                state, raw_core_coords=raw_core_coords, core_coords=core_coords)
 
     def _apply_head(self, tokens: Tensor) -> Tensor:
         """Final norm then output projection of the last block's tokens (B, K + N, C)."""
@@ -263,7 +269,7 @@ class VECA(BasePlainBackbone):
             used for the cores; block 0 uses ``tanh`` of the bank's raw coordinates.
         """
         return torch.stack(
-            [step.extras['core_coords'] for step in self._steps(x, padding_mask, active_cores)])
+            [step.state['core_coords'] for step in self._steps(x, padding_mask, active_cores)])
 
     def forward_attention_maps(self,
                                x: Tensor,

@@ -2,7 +2,7 @@
 
 He, Han and Huang, arXiv 2605.01711 (2026); official code github.com/LeapLabTHU/WeightFormer.
 """
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from torch import Tensor, nn
 
@@ -116,5 +116,6 @@ class WeightFormer(BasePlainBackbone):
         tokens, hw_shape = self.patch_embed(x)
         return TokenGrid(self.init_norm(tokens), hw_shape, 0, token_padding_mask, {})
 
-    def _block_args(self, index: int, tokens: Tensor, grid: TokenGrid) -> tuple:
-        return grid.hw_shape, grid.token_padding_mask
+    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+                      state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        return dict(hw_shape=grid.hw_shape), state

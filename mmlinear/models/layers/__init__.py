@@ -1,7 +1,7 @@
 from .core_bank import (active_prefix, build_core_bank, check_core_budget, farthest_point_sampling,
                         fps_core_coords)
 from .core_coordinate_head import build_coordinate_head, move_cores
-from .core_periphery_attention import CorePeripheryAttention, core_attention_mask
+from .core_periphery_attention import CorePeripheryAttention
 from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear, pool_tokens_2x2
 from .infsa_attention import ATTN_TYPES, RHO_MODES, InfSAAttention
@@ -21,6 +21,6 @@ __all__ = [
     'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OneDNNLinear', 'PatchEmbed',
     'ProjPatchEmbed', 'Rope2D', 'SwiGLU', 'VECABlock', 'WeightFormerBlock', 'active_prefix',
     'apply_rope', 'build_coordinate_head', 'build_core_bank', 'check_core_budget',
-    'core_attention_mask', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
-    'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'farthest_point_sampling', 'fps_core_coords', 'move_cores', 'patch_grid_coords',
+    'pool_tokens_2x2', 'rotate_pairs'
 ]

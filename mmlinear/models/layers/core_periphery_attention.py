@@ -6,23 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..utils import extend_padding_mask
 from .onednn_linear import OneDNNLinear
 from .rope2d import apply_rope
-
-
-def core_attention_mask(num_cores: int, key_padding_mask: Tensor) -> Tensor:
-    """The keys the core queries may attend to: every core and the patches that are not
-    padding.
-
-    Args:
-        num_cores (int): K.
-        key_padding_mask (Tensor): (B, N) bool, True on padded patches.
-
-    Returns:
-        Tensor: (B, 1, 1, K + N) bool, True where attention is allowed (SDPA convention).
-    """
-    cores = key_padding_mask.new_ones(key_padding_mask.shape[0], num_cores)
-    return torch.cat([cores, ~key_padding_mask], dim=1)[:, None, None, :]
 
 
 class CorePeripheryAttention(nn.Module):
@@ -62,19 +48,20 @@ class CorePeripheryAttention(nn.Module):
 
     def forward(self,
                 x: Tensor,
+                token_padding_mask: Optional[Tensor] = None,
+                *,
                 num_cores: int,
                 cos: Tensor,
                 sin: Tensor,
-                key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
             x (Tensor): (B, K + N, C) normalised tokens, the K cores first.
+            token_padding_mask (Tensor, optional): (B, N) bool over the patches (the cores
+                are never padding), True on padded patches, which the cores then ignore.
+                Defaults to None (the reference behaviour).
             num_cores (int): K, at least 1 and below K + N.
             cos (Tensor): (B, K + N, head_dims) RoPE cosines of every token.
             sin (Tensor): (B, K + N, head_dims) RoPE sines.
-            key_padding_mask (Tensor, optional): (B, N) bool over the patches only (the
-                cores are never padding), True on padded patches, which the cores then
-                ignore. Defaults to None (the reference behaviour).
             need_weights (bool): Also return the cores' attention weights (for
                 visualisation). Defaults to False.
 
@@ -91,9 +78,9 @@ class CorePeripheryAttention(nn.Module):
         k = apply_rope(self.split_heads(self.k_proj(x)), cos, sin)
         v = self.split_heads(self.v_proj(x))
         drop = self.dropout if self.training else 0.
-        core_mask = None
-        if key_padding_mask is not None:
-            core_mask = core_attention_mask(num_cores, key_padding_mask)
+        key_padding_mask = extend_padding_mask(token_padding_mask, num_cores, T)
+        # SDPA's convention: True where attention is allowed.
+        core_mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         cores = F.scaled_dot_product_attention(
             q[:, :, :num_cores], k, v, attn_mask=core_mask, dropout_p=drop)
         patches = F.scaled_dot_product_attention(

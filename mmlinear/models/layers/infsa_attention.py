@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from mmlinear.ops import linear_infsa_key_weights, pure_infsa, pure_infsa_scores
 from mmlinear.ops.infsa_common import check_infsa_inputs
-from ..utils import check_choice
+from ..utils import check_choice, extend_padding_mask
 
 ATTN_TYPES = ('softmax', 'pure', 'linear', 'none')
 RHO_MODES = ('per_head', 'per_layer', 'fixed')
@@ -104,38 +104,43 @@ class InfSAAttention(nn.Module):
 
     def forward(self,
                 x: Tensor,
-                key_padding_mask: Optional[Tensor] = None,
+                token_padding_mask: Optional[Tensor] = None,
+                *,
+                num_extra_tokens: int = 0,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Mix the tokens of ``x``.
 
         Args:
-            x (Tensor): (B, N, C) tokens.
-            key_padding_mask (Tensor, optional): (B, N) bool over all N tokens of ``x``
-                (in InfViT the CLS token first, never padding), True on padded tokens,
-                which are then excluded from every normalisation and from the keys.
+            x (Tensor): (B, E + N, C) tokens, the E extra tokens (InfViT's CLS) first.
+            token_padding_mask (Tensor, optional): (B, N) bool over the N patch tokens, True
+                on padded patches, which are then excluded from every normalisation and from
+                the keys. The extra tokens are never padding. Defaults to None.
+            num_extra_tokens (int): E. Defaults to 0.
             need_weights (bool): Also return the attention weights. Defaults to False.
 
         Returns:
-            Tensor | tuple[Tensor, Tensor]: (B, N, C) output; with ``need_weights`` also the
-            weights: (B, H, N, N) for 'softmax' and 'pure' (rows of rho * A_hat for 'pure'),
-            (B, H, N) key weights ``a`` for 'linear', and None for 'none'. For 'linear'
+            Tensor | tuple[Tensor, Tensor]: (B, T, C) output, T = E + N; with
+            ``need_weights`` also the weights over the T tokens: (B, H, T, T) for 'softmax'
+            and 'pure' (rows of rho * A_hat for 'pure'), (B, H, T) key weights ``a`` for
+            'linear', and None for 'none'. For 'linear'
             without ``need_weights`` and attention dropout, and without output dropout, the
-            output is an expanded view of one (B, C) vector (stride 0 along N): copy it
+            output is an expanded view of one (B, C) vector (stride 0 along T): copy it
             before writing to it in place.
         """
-        B, N, C = x.shape
+        B, T, C = x.shape
+        key_padding_mask = extend_padding_mask(token_padding_mask, num_extra_tokens, T)
         if self.attn_type == 'none':
-            out = x.new_zeros(B, N, C)
+            out = x.new_zeros(B, T, C)
             return (out, None) if need_weights else out
-        q = self._split_heads(self.q_proj(x))
-        k = q if self.k_proj is None else self._split_heads(self.k_proj(x))
+        q = self.queries(x)
+        k = q if self.k_proj is None else self.keys(x)
         attn_drop = self.attn_drop if self.training else 0.
         if self.attn_type == 'linear' and not need_weights and attn_drop == 0:
             out = self._factorised_linear_infsa(x, q, k, key_padding_mask)
-            # Dropout acts on the broadcast (B, N, C) tokens, as it does on the per-token
+            # Dropout acts on the broadcast (B, T, C) tokens, as it does on the per-token
             # output of the explicit path (same mask for the same seed); in eval or with p = 0
             # it returns the expanded view itself, so nothing of size N is materialised.
-            return self.proj_drop(out[:, None, :].expand(B, N, C))
+            return self.proj_drop(out[:, None, :].expand(B, T, C))
         v = self._split_heads(self.v_proj(x))
         weights = None
         if self.attn_type == 'softmax':
@@ -145,7 +150,7 @@ class InfSAAttention(nn.Module):
             out, weights = self._explicit_infsa(q, k, v, key_padding_mask, attn_drop)
         else:
             out = pure_infsa(q, k, v, self.rho, key_padding_mask, self.eps)
-        out = out.transpose(1, 2).reshape(B, N, C)
+        out = out.transpose(1, 2).reshape(B, T, C)
         out = self.proj_drop(self.out_proj(out))
         return (out, weights) if need_weights else out
 
@@ -176,20 +181,45 @@ class InfSAAttention(nn.Module):
         # a: (B, H, S) in float32 (float64 for float64), autocast off inside: the
         # normalisations stay float32 under autocast, as on the explicit path.
         key_weights = linear_infsa_key_weights(q, k, self.rho, key_padding_mask, self.eps)
-        acc = key_weights.dtype
-        H, d = self.num_heads, self.head_dims
         with torch.autocast(device_type=x.device.type, enabled=False):
-            # The pooling, like the one over v it replaces, accumulates in float32; the
-            # value projection of H vectors per sample costs nothing, so it runs there too.
-            pooled_x = torch.bmm(key_weights, x.to(acc))  # (B, H, C)
+            # The pooling, like the one over v it replaces, accumulates in float32.
+            pooled_x = torch.bmm(key_weights, x.to(key_weights.dtype))  # (B, H, C)
+        return self.project_pooled_inputs(pooled_x, key_weights.sum(-1, keepdim=True), q.dtype)
+
+    def project_pooled_inputs(self, pooled_x: Tensor, weight_sum: Tensor,
+                              dtype: torch.dtype) -> Tensor:
+        """Linear-InfSA's output from its key-weighted inputs (see
+        :meth:`_factorised_linear_infsa`): the value projection of H vectors per sample, then
+        the output projection.
+
+        Args:
+            pooled_x (Tensor): (B, H, C) ``sum_j a_hj x_j`` per head, in the accumulation
+                dtype (float32, float64 for float64).
+            weight_sum (Tensor): (B, H, 1) ``sum_j a_hj``, the factor of the value bias.
+            dtype (torch.dtype): The queries' dtype (the autocast one under autocast).
+
+        Returns:
+            Tensor: (B, C), before the output dropout and the broadcast to the tokens.
+        """
+        acc = pooled_x.dtype
+        H, d = self.num_heads, self.head_dims
+        with torch.autocast(device_type=pooled_x.device.type, enabled=False):
+            # H vectors per sample cost nothing: the value projection stays in acc too.
             weight = self.v_proj.weight.to(acc).reshape(H, d, self.embed_dims)
             pooled = torch.einsum('bhc,hdc->bhd', pooled_x, weight)
             if self.v_proj.bias is not None:
-                bias = self.v_proj.bias.to(acc).reshape(H, d)
-                pooled = pooled + key_weights.sum(-1, keepdim=True) * bias
+                pooled = pooled + weight_sum * self.v_proj.bias.to(acc).reshape(H, d)
         # Cast as the per-token path casts its pooled value (to q's dtype, the autocast one),
         # then the output projection under the caller's autocast state.
-        return self.out_proj(pooled.reshape(x.shape[0], self.embed_dims).to(q.dtype))
+        return self.out_proj(pooled.reshape(pooled_x.shape[0], self.embed_dims).to(dtype))
+
+    def queries(self, x: Tensor) -> Tensor:
+        """(B, T, C) attention inputs -> (B, H, T, d) queries, before scaling."""
+        return self._split_heads(self.q_proj(x))
+
+    def keys(self, x: Tensor) -> Tensor:
+        """(B, T, C) attention inputs -> (B, H, T, d) keys (the queries with ``tie_qk``)."""
+        return self._split_heads((self.q_proj if self.k_proj is None else self.k_proj)(x))
 
     def _softmax(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor],
                  attn_drop: float, need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:

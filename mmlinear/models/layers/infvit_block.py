@@ -42,19 +42,25 @@ class InfViTBlock(nn.Module):
 
     def forward(self,
                 x: Tensor,
-                key_padding_mask: Optional[Tensor] = None,
+                token_padding_mask: Optional[Tensor] = None,
+                *,
+                num_extra_tokens: int = 0,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
-            x (Tensor): (B, N, C) tokens.
-            key_padding_mask (Tensor, optional): (B, N) bool over all N tokens (CLS
-                included, never padding), True on padded tokens; the attention's key mask,
-                passed to it as it is.
+            x (Tensor): (B, E + N, C) tokens, the E extra tokens (CLS) first.
+            token_padding_mask (Tensor, optional): (B, N) bool over the patch tokens, True on
+                padded patches; the attention builds its key mask from it.
+            num_extra_tokens (int): E, the tokens before the patches. Defaults to 0.
             need_weights (bool): Also return the attention weights.
 
         Returns:
-            Tensor | tuple[Tensor, Tensor]: (B, N, C), plus the weights when asked.
+            Tensor | tuple[Tensor, Tensor]: (B, E + N, C), plus the weights when asked.
         """
-        attn_out = self.attn(self.ln1(x), key_padding_mask, need_weights)
+        attn_out = self.attn(
+            self.ln1(x),
+            token_padding_mask,
+            num_extra_tokens=num_extra_tokens,
+            need_weights=need_weights)
         weights = None
         if need_weights:
             attn_out, weights = attn_out

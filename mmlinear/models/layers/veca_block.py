@@ -40,25 +40,32 @@ class VECABlock(nn.Module):
 
     def forward(self,
                 x: Tensor,
+                token_padding_mask: Optional[Tensor] = None,
+                *,
                 num_cores: int,
                 cos: Tensor,
                 sin: Tensor,
-                token_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
             x (Tensor): (B, K + N, C), the K cores first.
+            token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches
+                (the cores are never padding).
             num_cores (int): K.
             cos (Tensor): (B, K + N, head_dims) RoPE cosines.
             sin (Tensor): (B, K + N, head_dims) RoPE sines.
-            token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches
-                (the cores are never padding).
             need_weights (bool): Also return the cores' attention weights. Defaults to False.
 
         Returns:
             Tensor | tuple[Tensor, Tensor]: (B, K + N, C), and with ``need_weights`` the
             (B, num_heads, K, K + N) core attention rows.
         """
-        attn = self.attn(self.norm_attn(x), num_cores, cos, sin, token_padding_mask, need_weights)
+        attn = self.attn(
+            self.norm_attn(x),
+            token_padding_mask,
+            num_cores=num_cores,
+            cos=cos,
+            sin=sin,
+            need_weights=need_weights)
         attn, weights = attn if need_weights else (attn, None)
         x = x + attn
         x = x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))

@@ -60,12 +60,13 @@ class WeightFormerBlock(nn.Module):
 
     def forward(self,
                 x: Tensor,
-                hw_shape: Tuple[int, int],
-                token_padding_mask: Optional[Tensor] = None) -> Tensor:
+                token_padding_mask: Optional[Tensor] = None,
+                *,
+                hw_shape: Tuple[int, int]) -> Tensor:
         """Args:
             x (Tensor): (B, N, C) row-major tokens.
-            hw_shape (tuple[int, int]): The token grid (H', W'), H' * W' = N.
             token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
+            hw_shape (tuple[int, int]): The token grid (H', W'), H' * W' = N.
 
         Returns:
             Tensor: (B, N, C).

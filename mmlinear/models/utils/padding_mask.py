@@ -72,6 +72,30 @@ def valid_extents(token_padding_mask: Tensor, hw_shape: Tuple[int, int]) -> Tens
     return torch.stack([rows, cols], dim=1).clamp(min=1)
 
 
+def extend_padding_mask(token_padding_mask: Optional[Tensor], num_extra_tokens: int,
+                        num_tokens: int) -> Optional[Tensor]:
+    """The key mask over ``[extra tokens; patches]`` that an attention module builds from
+    the patch mask: the extra tokens (CLS, cores) lead and are never padding.
+
+    Args:
+        token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches.
+        num_extra_tokens (int): E, the extra tokens before the patches.
+        num_tokens (int): T = E + N, the tokens the attention runs on.
+
+    Returns:
+        Tensor | None: (B, T) bool, or None without a patch mask.
+    """
+    if token_padding_mask is None:
+        return None
+    if token_padding_mask.dim() != 2 or token_padding_mask.dtype != torch.bool or \
+            num_extra_tokens + token_padding_mask.shape[1] != num_tokens:
+        raise ValueError(f'token_padding_mask must be a (B, N) bool tensor over the '
+                         f'{num_tokens - num_extra_tokens} patch tokens ({num_tokens} tokens, '
+                         f'{num_extra_tokens} extra), got {token_padding_mask.dtype} '
+                         f'{tuple(token_padding_mask.shape)}')
+    return F.pad(token_padding_mask, (num_extra_tokens, 0))
+
+
 def attach_padding_mask(inputs: Tensor, img_shapes: Sequence[Tuple[int, int]]) -> Tensor:
     """Attach the pixel padding mask of a padded batch to the batch tensor itself.
 

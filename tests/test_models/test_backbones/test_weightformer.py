@@ -271,11 +271,11 @@ def test_dynamic_block_normalises_the_stream():
     torch.manual_seed(1)
     x = torch.randn(2, 30, 32, dtype=torch.float64)
     dynamic = block(True)
-    out = dynamic(x, (5, 6))
-    torch.testing.assert_close(dynamic(x + 3.0, (5, 6)), out, atol=1e-10, rtol=0)
-    assert (dynamic(5 * x, (5, 6)) - out).abs().max() < 1e-4
+    out = dynamic(x, hw_shape=(5, 6))
+    torch.testing.assert_close(dynamic(x + 3.0, hw_shape=(5, 6)), out, atol=1e-10, rtol=0)
+    assert (dynamic(5 * x, hw_shape=(5, 6)) - out).abs().max() < 1e-4
     static = block(False)
-    assert (static(x + 3.0, (5, 6)) - static(x, (5, 6)) - 3.0).abs().max() > 1e-2
+    assert (static(x + 3.0, hw_shape=(5, 6)) - static(x, hw_shape=(5, 6)) - 3.0).abs().max() > 1e-2
     # The DWC residual is added to LN1(x), not to x.
     stream = dynamic.norm1(x)
     mixed = stream + dynamic.dwc(stream, (5, 6))
@@ -290,7 +290,7 @@ def test_static_block_structure():
     x_map = x.transpose(1, 2).reshape(2, 32, 3, 4)
     mixed = x + static.dwc(x_map).flatten(2).transpose(1, 2)
     expected = mixed + static.linear2(static.act(static.linear1(static.norm2(mixed))))
-    torch.testing.assert_close(static(x, (3, 4)), expected)
+    torch.testing.assert_close(static(x, hw_shape=(3, 4)), expected)
 
 
 @pytest.mark.parametrize('dynamic', [False, True])
@@ -304,13 +304,13 @@ def test_drop_path_acts_on_the_mlp_branch_only(dynamic):
     else:
         mixed = stream + module.dwc(stream.transpose(1, 2).reshape(32, 32, 3,
                                                                    4)).flatten(2).transpose(1, 2)
-    out = module(x, (3, 4))
+    out = module(x, hw_shape=(3, 4))
     # Up to float64 rounding: the static block convolves through the per-sample kernel.
     dropped = (out - mixed).abs().amax((1, 2)) < 1e-12
     # Some samples lose the MLP branch, some keep it; the token mixer is never dropped.
     assert 0 < dropped.sum() < 32
     module.eval()
-    assert (module(x, (3, 4)) - mixed).abs().amax((1, 2)).min() > 1e-3
+    assert (module(x, hw_shape=(3, 4)) - mixed).abs().amax((1, 2)).min() > 1e-3
 
 
 def test_drop_path_rates_rise_linearly():

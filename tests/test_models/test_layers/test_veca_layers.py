@@ -12,7 +12,7 @@ from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope
                                     VECABlock, apply_rope, build_coordinate_head, build_core_bank,
                                     check_core_budget, farthest_point_sampling, fps_core_coords,
                                     move_cores, patch_grid_coords, rotate_pairs)
-from mmlinear.models.layers.core_periphery_attention import core_attention_mask
+from mmlinear.models.utils import extend_padding_mask
 
 C, N, D, HEADS = 8, 12, 64, 2  # head width 32: 8 frequencies, 1 zeroed
 
@@ -40,7 +40,7 @@ def run_block(block, x, coords, rope=None):
     rope = rope or Rope2D(D // HEADS)
     cos, sin = rope(coords)
     with torch.no_grad():
-        return block(x, C, cos, sin)
+        return block(x, num_cores=C, cos=cos, sin=sin)
 
 
 # --- 2D RoPE --------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_block_matches_its_definition():
     x, coords = block_inputs()
     cos, sin = Rope2D(D // HEADS)(coords)
     with torch.no_grad():
-        h = x + block.attn(block.norm_attn(x), C, cos, sin)
+        h = x + block.attn(block.norm_attn(x), num_cores=C, cos=cos, sin=sin)
         u, g = block.fc1(block.norm_ffn(h)).split(96, dim=-1)
         expected = h + block.fc2(F.silu(u) * g)
     torch.testing.assert_close(run_block(block, x, coords), expected, atol=0, rtol=0)
@@ -224,7 +224,7 @@ def test_equals_one_dense_masked_attention():
         v = attn.split_heads(attn.v_proj(x))
         dense = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         dense = attn.out_proj(dense.transpose(1, 2).reshape(2, T, D))
-        two_calls = attn(x, C, cos, sin)
+        two_calls = attn(x, num_cores=C, cos=cos, sin=sin)
     torch.testing.assert_close(two_calls, dense, atol=1e-6, rtol=0)
 
 
@@ -237,11 +237,11 @@ def test_padded_patches_are_invisible_to_the_cores():
     cos, sin = Rope2D(D // HEADS)(coords)
     keep = C + 7
     with torch.no_grad():
-        masked = block(x, C, cos, sin, mask)
+        masked = block(x, mask, num_cores=C, cos=cos, sin=sin)
         x_noise = x.clone()
         x_noise[:, keep:] += torch.randn(N - 7, D) * 5  # padding content must not matter
-        masked_noise = block(x_noise, C, cos, sin, mask)
-        dropped = block(x[:, :keep], C, cos[:, :keep], sin[:, :keep])
+        masked_noise = block(x_noise, mask, num_cores=C, cos=cos, sin=sin)
+        dropped = block(x[:, :keep], num_cores=C, cos=cos[:, :keep], sin=sin[:, :keep])
     torch.testing.assert_close(masked[:, :keep], dropped, atol=1e-6, rtol=0)
     torch.testing.assert_close(masked_noise[:, :keep], masked[:, :keep], atol=1e-6, rtol=0)
     unmasked = run_block(block, x, coords)
@@ -258,15 +258,16 @@ def test_core_attention_weights_are_the_rows_sdpa_applies():
     mask = torch.zeros(2, N, dtype=torch.bool)
     mask[1, 9:] = True
     with torch.no_grad():
-        out, weights = block(x, C, cos, sin, mask, need_weights=True)
-        torch.testing.assert_close(out, block(x, C, cos, sin, mask), atol=0, rtol=0)
+        out, weights = block(x, mask, num_cores=C, cos=cos, sin=sin, need_weights=True)
+        torch.testing.assert_close(
+            out, block(x, mask, num_cores=C, cos=cos, sin=sin), atol=0, rtol=0)
         normed = block.norm_attn(x)
         v = attn.split_heads(attn.v_proj(normed))
         sdpa_cores = F.scaled_dot_product_attention(
             apply_rope(attn.split_heads(attn.q_proj(normed)), cos, sin)[:, :, :C],
             apply_rope(attn.split_heads(attn.k_proj(normed)), cos, sin),
             v,
-            attn_mask=core_attention_mask(C, mask))
+            attn_mask=~extend_padding_mask(mask, C, C + N)[:, None, None, :])
     assert weights.shape == (2, HEADS, C, C + N)
     torch.testing.assert_close(weights @ v, sdpa_cores, atol=1e-5, rtol=0)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, HEADS, C))
@@ -277,7 +278,8 @@ def test_attention_rejects_a_budget_without_patches():
     attn = CorePeripheryAttention(D, HEADS)
     x, coords = block_inputs()
     with pytest.raises(ValueError, match='num_cores'):
-        attn(x, C + N, *Rope2D(D // HEADS)(coords))
+        cos, sin = Rope2D(D // HEADS)(coords)
+        attn(x, num_cores=C + N, cos=cos, sin=sin)
     with pytest.raises(ValueError, match='divisible by num_heads'):
         CorePeripheryAttention(30, 4)
 

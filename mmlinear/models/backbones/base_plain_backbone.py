@@ -1,12 +1,17 @@
 """The skeleton that InfViT, WeightFormer and VECA share: a plain (single-stride) token stack."""
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+import torch
+import torch.nn.functional as F
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..utils import (check_choice, check_frozen_stages, freeze, masked_mean, normalize_indices,
                      pixel_to_token_mask, resolve_arch, resolve_padding_mask, tokens_to_map)
+from ..utils.band_progress import BandProgress
+from ..utils.image_rows import ImageRows, streamed_token_padding_mask
+from ..utils.token_stream import BUFFERS, TokenStream, allocate_buffer
 
 #: Every output format a plain backbone may offer; each backbone lists the ones it has.
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap', 'raw')
@@ -270,3 +275,145 @@ class BasePlainBackbone(BaseModule):
             :meth:`_format_output`), with H' = ceil(H / p) and W' = ceil(W / p).
         """
         return self._forward_outputs(self._run_blocks(x, padding_mask))
+
+    # ----- streamed inference -------------------------------------------------------------
+
+    #: Bands of the token grid start on multiples of this (WeightFormer's 2 x 2 pooling: 2).
+    stream_row_alignment: int = 1
+
+    def _check_streamable(self) -> None:
+        """Raise a ValueError naming what streams when this configuration cannot."""
+
+    def _stream_embed(self, image: ImageRows, stream: TokenStream, **kwargs) -> Dict[str, Any]:
+        """Embed the image band by band into ``stream`` (the extra tokens too).
+
+        Returns:
+            dict: The block state the streamed block loop starts from.
+        """
+        raise NotImplementedError(f'{type(self).__name__} does not stream')
+
+    def _stream_block_inputs(self, index: int, stream: TokenStream,
+                             state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """The named arguments of block ``index``'s ``forward_streamed`` and the next state
+        (the streamed counterpart of :meth:`_block_inputs`). Defaults to none."""
+        return {}, state
+
+    def _embed_band_pixels(self, image: ImageRows, start: int, stop: int) -> Tensor:
+        """Pixel rows of grid rows [start, stop), the last band zero-padded to whole patches
+        at the bottom as the patch embedding pads the whole image.
+
+        Returns:
+            Tensor: (B, C_in, (stop - start) * p, W) in the weights' dtype and device.
+        """
+        weight = self.patch_embed.projection.weight
+        p = self.patch_size
+        pixels = image.read(start * p, min(stop * p, image.shape[2]), weight.device, weight.dtype)
+        return F.pad(pixels, (0, 0, 0, (stop - start) * p - pixels.shape[2]))
+
+    def _streamed_output(self, stream: TokenStream, last: bool) -> Tensor:
+        """One ``out_indices`` output from the stream, as :meth:`_format_output` shapes it,
+        dense ones written band by band into a buffer of the stream's kind."""
+        extra = self._apply_head(stream.extra) if last and stream.extra is not None else \
+            stream.extra
+        if self.out_type == 'cls_token':
+            return extra[:, 0]
+        B, E = stream.patches.shape[0], stream.num_extra_tokens
+        H, W = stream.hw_shape
+        out, total = None, None
+        for start, stop in stream.bands:
+            tokens = stream.read(start, stop)
+            if last:
+                tokens = self._apply_head(tokens)
+            if self.out_type == 'avg_featmap':
+                mask = stream.mask(start, stop)
+                acc = tokens.to(torch.promote_types(tokens.dtype, torch.float32))
+                if mask is not None:
+                    acc = acc.masked_fill(mask[..., None], 0)
+                total = acc.sum(1) if total is None else total + acc.sum(1)
+                continue
+            if out is None:
+                shape = (B, tokens.shape[-1], H, W) if self.out_type == 'featmap' else \
+                    (B, E + H * W, tokens.shape[-1])
+                out = allocate_buffer(shape, tokens.dtype, stream.buffer, stream.buffer_dir)
+            if self.out_type == 'featmap':
+                out[:, :, start:stop] = tokens_to_map(tokens, (stop - start, W))
+            else:
+                out[:, E + start * W:E + stop * W] = tokens
+        if self.out_type == 'raw':
+            if E:
+                out[:, :E] = extra
+            return out
+        if self.out_type == 'featmap':
+            return out
+        count = H * W if stream.token_padding_mask is None else \
+            (~stream.token_padding_mask).sum(1, keepdim=True).clamp(min=1)
+        return (total / count).to(stream.dtype)
+
+    def forward_streamed(self,
+                         x: Any,
+                         padding_mask: Optional[Tensor] = None,
+                         *,
+                         chunk_rows: int,
+                         buffer: str = 'memory',
+                         buffer_dir: Optional[str] = None,
+                         progress: Optional[bool] = None,
+                         **kwargs) -> Tuple[Tensor, ...]:
+        """What :meth:`forward` returns, computed over bands of patch rows (inference).
+
+        Every block meets the whole image only through a summary of fixed size, so each runs
+        as a few passes over the image in bands (see docs/design.md, "Streamed inference"):
+        memory holds the residual stream (in memory or in a mapped file), the outputs and a
+        few bands, never the block's full activations.
+
+        Args:
+            x (Tensor | array-like): (B, in_channels, H, W) floating-point images: a tensor,
+                or any array that slices by rows (a numpy memmap, a zarr array), read a band
+                at a time.
+            padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels, as
+                :meth:`forward` takes it. Defaults to None (or the mask attached to ``x``).
+            chunk_rows (int): Patch rows per band, >= 1; taller than the grid means one band.
+                A backbone may round it to its alignment (:attr:`stream_row_alignment`); the
+                result does not depend on it.
+            buffer (str): Where the residual stream and the dense outputs live: 'memory', or
+                'disk' (memory-mapped files, anonymous, so nothing is left behind).
+                Defaults to 'memory'.
+            buffer_dir (str, optional): The folder of 'disk' buffers. Defaults to the
+                system's temporary folder.
+            progress (bool, optional): Show a progress bar; None shows one once the run has
+                taken a few seconds. Defaults to None.
+            **kwargs: Backbone-specific options of :meth:`forward` (VECA: ``active_cores``).
+
+        Returns:
+            tuple[Tensor, ...]: As :meth:`forward`; dense outputs ('featmap', 'raw') are CPU
+            tensors (mapped from disk with ``buffer='disk'``).
+        """
+        if self.training:
+            raise RuntimeError('forward_streamed is inference only: call .eval() first (in '
+                               'training mode dropout and augmentations draw per call)')
+        check_choice('buffer', buffer, BUFFERS)
+        self._check_streamable()
+        image = ImageRows(x, self.patch_embed.in_channels)
+        B, _, H, W = image.shape
+        p = self.patch_size
+        if H < p or W < p:
+            raise ValueError(f'images must be at least one patch ({p}x{p}) large, got {H}x{W}')
+        if padding_mask is None:
+            padding_mask = getattr(x, 'padding_mask', None)
+        weight = self.patch_embed.projection.weight
+        token_padding_mask = streamed_token_padding_mask(padding_mask, image.shape, p)
+        if token_padding_mask is not None:
+            token_padding_mask = token_padding_mask.to(weight.device)
+        stream = TokenStream(B, (-(-H // p), -(-W // p)), self.embed_dims, weight.dtype,
+                             weight.device, token_padding_mask, chunk_rows,
+                             self.stream_row_alignment, buffer, buffer_dir)
+        outs = []
+        with torch.no_grad(), BandProgress(self.num_layers + 1, progress) as bar:
+            state = self._stream_embed(image, stream, **kwargs)
+            bar.advance('embedding')
+            for index, block in enumerate(self.blocks):
+                named, state = self._stream_block_inputs(index, stream, state)
+                block.forward_streamed(stream, **named)
+                if index in self.out_indices:
+                    outs.append(self._streamed_output(stream, index == self.num_layers - 1))
+                bar.advance(f'block {index + 1}/{self.num_layers}')
+        return tuple(outs)

@@ -8,7 +8,11 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
+from ..layers.infvit_block import STREAMED_ATTN_TYPES
 from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
+from ..utils.image_rows import ImageRows
+from ..utils.pos_embed import BandPosEmbed
+from ..utils.token_stream import TokenStream
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
 # Keys of checkpoints saved before the blocks and the final norm got the names that all
@@ -217,6 +221,31 @@ class InfViT(BasePlainBackbone):
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         # The attention builds its key mask over [CLS; patches] from the patch mask.
         return dict(num_extra_tokens=self.num_extra_tokens), state
+
+    def _check_streamable(self) -> None:
+        if self.attn_type not in STREAMED_ATTN_TYPES:
+            raise ValueError(f'forward_streamed needs a fixed-size attention summary, which '
+                             f'{self.attn_type!r} attention has not (every query needs every '
+                             f'key); attn_type values that stream: '
+                             f'{", ".join(map(repr, STREAMED_ATTN_TYPES))}')
+
+    def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
+        """:meth:`_embed` band by band: the position table's rows come from
+        :class:`BandPosEmbed`, equal to the whole table's."""
+        valid_shapes = None
+        if stream.token_padding_mask is not None:
+            valid_shapes = [
+                tuple(e)
+                for e in valid_extents(stream.token_padding_mask, stream.hw_shape).tolist()
+            ]
+        pos_embed = BandPosEmbed(self.pos_embed, self.patch_resolution, stream.hw_shape,
+                                 valid_shapes, self.interpolate_mode, self.num_extra_tokens)
+        B = image.shape[0]
+        stream.extra = self.cls_token.expand(B, -1, -1) + pos_embed.extra
+        for start, stop in stream.bands:
+            tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
+            stream.write(start, stop, tokens + pos_embed.rows(start, stop))
+        return {}
 
     def forward_attention_maps(self,
                                x: Tensor,

@@ -4,8 +4,15 @@ from typing import Optional, Tuple, Union
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
+from ..utils.token_stream import TokenStream
 from .infsa_attention import InfSAAttention
+from .linear_infsa_summary import LinearInfSASummary
 from .mlp import Mlp
+
+#: The attention types whose blocks run over a token stream (:meth:`InfViTBlock.forward_streamed`):
+#: each token meets the others only through a summary of fixed size. Pure InfSA and softmax
+#: need every key for every query.
+STREAMED_ATTN_TYPES = ('linear', 'none')
 
 
 class InfViTBlock(nn.Module):
@@ -67,3 +74,35 @@ class InfViTBlock(nn.Module):
         x = x + self.drop_path(attn_out)
         x = x + self.drop_path(self.ffn(self.ln2(x)))
         return (x, weights) if need_weights else x
+
+    def forward_streamed(self, stream: TokenStream) -> None:
+        """The block over a token stream, band by band, in place (inference only).
+
+        Linear-InfSA's output is one vector per sample, computed from two fixed-size sums
+        (:class:`LinearInfSASummary`), each a pass over the stream; a third pass adds it and
+        runs the MLP, which is per token. The result equals :meth:`forward` on the whole
+        sequence.
+
+        Args:
+            stream (TokenStream): The extra tokens (CLS) and the patch tokens; the padding
+                mask is the stream's.
+        """
+        attn = self.attn
+        if attn.attn_type not in STREAMED_ATTN_TYPES:
+            raise ValueError(f'{attn.attn_type!r} attention has no fixed-size summary and '
+                             f'cannot stream; attn_type values that stream: '
+                             f'{", ".join(map(repr, STREAMED_ATTN_TYPES))}')
+        mixed = 0.
+        if attn.attn_type == 'linear':
+            summary = LinearInfSASummary(attn.eps)
+            for _, tokens, mask in stream.segments():
+                queries = attn.queries(self.ln1(tokens))
+                summary.add_queries(queries, mask)
+            for _, tokens, mask in stream.segments():
+                normed = self.ln1(tokens)
+                summary.add_keys(attn.keys(normed), normed, mask)
+            mixed = attn.project_pooled_inputs(*summary.pooled_inputs(attn.rho),
+                                               queries.dtype)[:, None]
+        for band, tokens, _ in stream.segments():
+            tokens = tokens + mixed
+            stream.put(band, tokens + self.ffn(self.ln2(tokens)))

@@ -1,9 +1,17 @@
 """Resizing of learned absolute position embeddings to another patch grid."""
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+#: Interpolation modes whose 2-D result is a 1-D interpolation along W, then one along H.
+SEPARABLE_MODES = ('nearest', 'bilinear', 'bicubic')
+
+
+def interpolation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a position table is interpolated in: float32, or float64 for float64."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def resize_pos_embed(pos_embed: Tensor,
@@ -31,8 +39,9 @@ def resize_pos_embed(pos_embed: Tensor,
                          f'{num_extra_tokens} + {src_h}x{src_w}')
     extra, grid = pos_embed[:, :num_extra_tokens], pos_embed[:, num_extra_tokens:]
     C = grid.shape[-1]
-    # Interpolate in float32: bicubic weights in half precision visibly distort the table.
-    grid = grid.float().reshape(1, src_h, src_w, C).permute(0, 3, 1, 2)
+    # Interpolate in float32 (float64 for float64): bicubic weights in half precision
+    # visibly distort the table.
+    grid = grid.to(interpolation_dtype(grid.dtype)).reshape(1, src_h, src_w, C).permute(0, 3, 1, 2)
     align = False if mode in ('bilinear', 'bicubic') else None
     grid = F.interpolate(grid, size=tuple(dst_shape), mode=mode, align_corners=align)
     grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
@@ -73,3 +82,82 @@ def pos_embed_for_valid_regions(pos_embed: Tensor,
         canvas[images, :h, :w] = grid
     extra = pos_embed[:, :num_extra_tokens].expand(len(valid_shapes), -1, -1)
     return torch.cat([extra, canvas.flatten(1, 2)], dim=1)
+
+
+def interpolation_weights(src_len: int, dst_len: int, mode: str, dtype: torch.dtype) -> Tensor:
+    """The 1-D weights ``F.interpolate`` gives each source position, as a matrix.
+
+    Interpolating the rows of an identity gives each output position's weights over the
+    sources exactly as ``F.interpolate`` draws them (border clamping included), since a
+    separable 2-D interpolation is a 1-D one along each axis.
+
+    Args:
+        src_len (int): Source positions.
+        dst_len (int): Output positions.
+        mode (str): One of ``SEPARABLE_MODES``.
+        dtype (torch.dtype): Float dtype of the result.
+
+    Returns:
+        Tensor: (dst_len, src_len); output = weights @ source along that axis.
+    """
+    identity = torch.eye(src_len, dtype=dtype).reshape(1, src_len, src_len, 1)
+    align = False if mode in ('bilinear', 'bicubic') else None
+    weights = F.interpolate(identity, size=(dst_len, 1), mode=mode, align_corners=align)
+    return weights[0, :, :, 0].t()
+
+
+class BandPosEmbed:
+    """The rows of an interpolated position table, one band of grid rows at a time.
+
+    Equals the rows of :func:`resize_pos_embed` (or, with ``valid_shapes``,
+    :func:`pos_embed_for_valid_regions`) without the whole (H' * W', C) table: the table is
+    interpolated along W once (Hs x W' x C, small), and each output row then takes the
+    weights of its source rows from the same 1-D interpolation along H. (Interpolating a
+    cropped table instead would move every sample point.)
+
+    Args:
+        pos_embed (Tensor): (1, num_extra_tokens + Hs * Ws, C).
+        src_shape (tuple[int, int]): (Hs, Ws), the grid the table was made for.
+        canvas_shape (tuple[int, int]): (H', W'), the token grid.
+        valid_shapes (Sequence[tuple[int, int]], optional): (h, w) valid token region of
+            each image of a padded batch; padded tokens get zeros. Defaults to None (the
+            whole grid, one table for the batch).
+        mode (str): One of ``SEPARABLE_MODES``. Defaults to 'bicubic'.
+        num_extra_tokens (int): Leading non-grid tokens. Defaults to 1.
+    """
+
+    def __init__(self,
+                 pos_embed: Tensor,
+                 src_shape: Tuple[int, int],
+                 canvas_shape: Tuple[int, int],
+                 valid_shapes: Optional[Sequence[Tuple[int, int]]] = None,
+                 mode: str = 'bicubic',
+                 num_extra_tokens: int = 1) -> None:
+        if mode not in SEPARABLE_MODES:
+            raise ValueError(f'band-wise position tables need a separable interpolate_mode; '
+                             f'allowed: {", ".join(map(repr, SEPARABLE_MODES))}, got {mode!r}')
+        self.dtype = pos_embed.dtype
+        self.canvas_shape = tuple(canvas_shape)
+        self.extra = pos_embed[:, :num_extra_tokens]
+        src_h, src_w = src_shape
+        acc = interpolation_dtype(pos_embed.dtype)
+        grid = pos_embed[0, num_extra_tokens:].to(acc).reshape(src_h, src_w, -1)
+        shapes = [self.canvas_shape] if valid_shapes is None else [tuple(s) for s in valid_shapes]
+        H, W = self.canvas_shape
+        # Per image: row weights (H', Hs), zero below its valid rows, and the table along W
+        # (Hs, W', C), zero right of its valid columns.
+        self.row_weights = grid.new_zeros(len(shapes), H, src_h)
+        self.columns = grid.new_zeros(len(shapes), src_h, W, grid.shape[-1])
+        for i, (h, w) in enumerate(shapes):
+            self.row_weights[i, :h] = interpolation_weights(src_h, h, mode, acc)
+            self.columns[i, :, :w] = torch.einsum('wv,hvc->hwc',
+                                                  interpolation_weights(src_w, w, mode, acc), grid)
+
+    def rows(self, start: int, stop: int) -> Tensor:
+        """The grid positions of token rows [start, stop).
+
+        Returns:
+            Tensor: (B or 1, (stop - start) * W', C) in the table's dtype.
+        """
+        band = torch.einsum('brh,bhwc->brwc', self.row_weights[:, start:stop], self.columns)
+        return band.flatten(1, 2).to(self.dtype)

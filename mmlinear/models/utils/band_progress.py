@@ -1,0 +1,59 @@
+"""The progress bar of a streamed forward: layers done, elapsed time and ETA."""
+import time
+from typing import Callable, Optional
+
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+#: Seconds after which a run with ``progress=None`` starts showing its bar.
+SHOW_AFTER_S = 3.0
+
+
+class BandProgress:
+    """A rich progress bar over the steps of a streamed forward (the embedding, then each
+    block: every step is one pass of the whole image through one layer).
+
+    Args:
+        total (int): Steps.
+        enabled (bool, optional): True always shows the bar, False never; None shows it once
+            the run has taken :data:`SHOW_AFTER_S` seconds, so short runs print nothing.
+        clock (Callable[[], float]): Seconds on a monotonic scale. Defaults to
+            ``time.monotonic``.
+    """
+
+    def __init__(self,
+                 total: int,
+                 enabled: Optional[bool] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.done = 0
+        self.clock = clock
+        self.start = clock()
+        self._bar: Optional[Progress] = None
+        self._task = None
+
+    def __enter__(self) -> 'BandProgress':
+        if self.enabled:
+            self._show()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def _show(self) -> None:
+        self._bar = Progress(
+            TextColumn('streamed forward: {task.description}'), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TimeRemainingColumn())
+        self._task = self._bar.add_task('', total=self.total, completed=self.done)
+        self._bar.start()
+
+    def advance(self, description: str) -> None:
+        """Count one finished step, described as ``description``."""
+        self.done += 1
+        if self._bar is None and self.enabled is None and \
+                self.clock() - self.start >= SHOW_AFTER_S:
+            self._show()
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, description=description)

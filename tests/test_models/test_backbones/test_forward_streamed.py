@@ -1,0 +1,158 @@
+"""BasePlainBackbone.forward_streamed: the whole-image forward, band by band (InfViT)."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from mmlinear.models.backbones import InfViT
+from mmlinear.models.utils import pixel_padding_mask
+
+
+def max_relative_error(actual, expected):
+    return ((actual - expected).abs().max() / expected.abs().max()).item()
+
+
+def randomised(model, seed=0):
+    """``model`` in eval mode with every parameter moved off its initial value (LayerNorms
+    included), so no term of the streamed path can vanish by accident."""
+    torch.manual_seed(seed)
+    model.init_weights()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.05)
+    return model.eval()
+
+
+def infvit(dtype=torch.float64, **kwargs):
+    kwargs = dict(dict(arch='test', img_size=48, patch_size=8, out_indices=(0, 1)), **kwargs)
+    return randomised(InfViT(**kwargs)).to(dtype)
+
+
+def image(shape=(2, 3, 77, 61), dtype=torch.float64, seed=1):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def assert_streamed_equals_whole(model, x, mask=None, tol=1e-12, **kwargs):
+    with torch.no_grad():
+        expected = model(x, mask)
+    streamed = model.forward_streamed(x, mask, **kwargs)
+    assert len(streamed) == len(expected)
+    for got, want in zip(streamed, expected):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert max_relative_error(got, want) <= tol
+    return streamed
+
+
+@pytest.mark.parametrize('out_type', ['featmap', 'cls_token', 'avg_featmap', 'raw'])
+@pytest.mark.parametrize('chunk_rows', [1, 3, 100])
+@pytest.mark.parametrize('masked', [False, True])
+def test_linear_infvit_streamed_equals_forward_in_float64(out_type, chunk_rows, masked):
+    """One patch row, a height that does not divide the 10-row grid, and more than the grid;
+    an odd image (77 x 61, partial patches) whose position table is interpolated from 6 x 6;
+    with a padding mask the positions are those of each image's valid region."""
+    model = infvit(out_type=out_type)
+    mask = pixel_padding_mask([(77, 61), (45, 30)], (77, 61)) if masked else None
+    assert_streamed_equals_whole(model, image(), mask, chunk_rows=chunk_rows)
+
+
+def test_linear_infvit_streamed_equals_forward_in_float32():
+    model = infvit(torch.float32, arch='infvit-demo', out_type='featmap', out_indices=(1, 3))
+    x = image((1, 3, 130, 98), torch.float32)
+    assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
+
+
+@pytest.mark.parametrize(
+    'options',
+    [dict(tie_qk=True),
+     dict(rho_mode='per_layer'),
+     dict(qkv_bias=False),
+     dict(attn_type='none')])
+def test_streamed_forward_covers_the_attention_options(options):
+    assert_streamed_equals_whole(infvit(**options), image(), chunk_rows=2)
+
+
+def test_native_grid_and_attached_mask():
+    """At the table's own grid no interpolation happens; a mask attached to the tensor by the
+    data preprocessors is found as forward finds it."""
+    model = infvit(out_type='featmap')
+    x = image((2, 3, 48, 48))
+    assert_streamed_equals_whole(model, x, chunk_rows=2)
+    x.padding_mask = pixel_padding_mask([(48, 48), (20, 41)], (48, 48))
+    with torch.no_grad():
+        expected = model(x)
+    streamed = model.forward_streamed(x, chunk_rows=2)
+    assert max_relative_error(streamed[-1], expected[-1]) <= 1e-12
+
+
+def test_array_like_input_read_by_rows(tmp_path):
+    """A numpy memmap is read a band at a time and gives the tensor's result."""
+    model = infvit(torch.float32, out_type='featmap')
+    x = image((1, 3, 77, 61), torch.float32)
+    path = tmp_path / 'image.f32'
+    array = np.memmap(path, dtype=np.float32, mode='w+', shape=tuple(x.shape))
+    array[:] = x.numpy()
+    array.flush()
+    source = np.memmap(path, dtype=np.float32, mode='r', shape=tuple(x.shape))
+    with torch.no_grad():
+        expected = model(x)
+    streamed = model.forward_streamed(source, chunk_rows=3)
+    assert max_relative_error(streamed[-1], expected[-1]) <= 1e-5
+
+
+def test_disk_buffer_leaves_no_file_behind(tmp_path):
+    """The residual stream and the dense outputs live in anonymous mapped files: the folder
+    stays empty while the outputs are in use, and after a failing call too."""
+    model = infvit(out_type='raw')
+    streamed = assert_streamed_equals_whole(
+        model, image(), chunk_rows=3, buffer='disk', buffer_dir=str(tmp_path))
+    assert os.listdir(tmp_path) == []
+    assert streamed[0].sum().isfinite()  # still readable
+    broken = torch.full((2, 3, 77, 61), float('nan'), dtype=torch.float64)
+    with pytest.raises(TypeError, match='floating-point'):
+        model.forward_streamed(
+            broken.to(torch.int64), chunk_rows=3, buffer='disk', buffer_dir=str(tmp_path))
+    # A failure in the middle of the block loop (here: the head) leaves nothing either.
+    model.final_norm.register_forward_hook(lambda *args:
+                                           (_ for _ in ()).throw(RuntimeError('head failed')))
+    with pytest.raises(RuntimeError, match='head failed'):
+        model.forward_streamed(image(), chunk_rows=3, buffer='disk', buffer_dir=str(tmp_path))
+    assert os.listdir(tmp_path) == []
+
+
+def test_bfloat16_model_streams_through_a_disk_buffer(tmp_path):
+    """numpy has no bfloat16: the mapped buffer holds its bits as int16."""
+    model = infvit(torch.bfloat16, out_type='featmap')
+    x = image((1, 3, 40, 40), torch.bfloat16)
+    with torch.no_grad():
+        expected = model(x)[-1].float()
+    streamed = model.forward_streamed(x, chunk_rows=2, buffer='disk', buffer_dir=str(tmp_path))
+    assert streamed[-1].dtype == torch.bfloat16
+    assert max_relative_error(streamed[-1].float(), expected) <= 2e-2
+
+
+@pytest.mark.parametrize('attn_type', ['pure', 'softmax'])
+def test_attention_without_a_fixed_size_summary_is_refused(attn_type):
+    model = infvit(attn_type=attn_type)
+    with pytest.raises(ValueError, match=r"cannot|'linear', 'none'"):
+        model.forward_streamed(image(), chunk_rows=2)
+
+
+@pytest.mark.parametrize('chunk_rows', [0, -1, 2.5, True])
+def test_bad_band_height_is_refused(chunk_rows):
+    with pytest.raises(ValueError, match='chunk_rows must be an integer >= 1'):
+        infvit().forward_streamed(image(), chunk_rows=chunk_rows)
+
+
+def test_bad_input_is_refused():
+    model = infvit()
+    with pytest.raises(ValueError, match="unknown buffer 'ssd'; allowed: 'memory', 'disk'"):
+        model.forward_streamed(image(), chunk_rows=2, buffer='ssd')
+    with pytest.raises(ValueError, match=r'expected images of shape \(B, 3, H, W\)'):
+        model.forward_streamed(image((2, 4, 32, 32)), chunk_rows=2)
+    with pytest.raises(ValueError, match='at least one patch'):
+        model.forward_streamed(image((1, 3, 7, 32)), chunk_rows=2)
+    with pytest.raises(TypeError, match='bool'):
+        model.forward_streamed(image(), torch.zeros(2, 77, 61), chunk_rows=2)
+    with pytest.raises(RuntimeError, match=r'\.eval\(\)'):
+        model.train().forward_streamed(image(), chunk_rows=2)

@@ -1,3 +1,4 @@
+from .band_conv import band_conv3x3
 from .core_bank import (active_prefix, build_core_bank, check_core_budget, farthest_point_sampling,
                         fps_core_coords)
 from .core_coordinate_head import build_coordinate_head, move_cores
@@ -20,7 +21,7 @@ __all__ = [
     'ATTN_TYPES', 'RHO_MODES', 'AdaptivePoolSums', 'CorePeripheryAttention', 'DynamicDWConv',
     'DynamicLinear', 'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OneDNNLinear',
     'PatchEmbed', 'ProjPatchEmbed', 'Rope2D', 'SwiGLU', 'VECABlock', 'WeightFormerBlock',
-    'active_prefix', 'apply_rope', 'build_coordinate_head', 'build_core_bank', 'check_core_budget',
-    'core_attention_mask', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
-    'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'active_prefix', 'apply_rope', 'band_conv3x3', 'build_coordinate_head', 'build_core_bank',
+    'check_core_budget', 'core_attention_mask', 'farthest_point_sampling', 'fps_core_coords',
+    'move_cores', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]

@@ -7,7 +7,7 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
 from mmlinear.ops import onednn_linear, runs_onednn
-from ..utils import check_tokens
+from ..utils import autocast_disabled, check_tokens
 from .onednn_linear import OneDNNLinear
 
 
@@ -43,6 +43,28 @@ def pool_tokens_2x2(x: Tensor,
     return pooled, block_valid
 
 
+def check_pooling_band(band: Tuple[int, int], height: int) -> None:
+    """Raise a ValueError unless the rows [r0, r1) of a grid of ``height`` rows can be
+    2 x 2-pooled on their own, giving exactly the grid's blocks in them.
+
+    Args:
+        band (tuple[int, int]): The rows [r0, r1).
+        height (int): The grid's rows H.
+    """
+    r0, r1 = band
+    if not 0 <= r0 < r1 <= height:
+        raise ValueError(f'band rows [{r0}, {r1}) must be a non-empty range of the grid\'s '
+                         f'{height} rows')
+    if r0 % 2:
+        raise ValueError(f'band rows [{r0}, {r1}): the 2 x 2 pooling needs a band that starts '
+                         f'on an even row (its blocks pair rows 2i and 2i + 1), got start row '
+                         f'{r0}')
+    if r1 % 2 and r1 != height:
+        raise ValueError(f'band rows [{r0}, {r1}) end on an odd row inside the grid of {height} '
+                         f'rows: row {r1 - 1} would be split from its 2 x 2 block; only the band '
+                         f'that holds the last row of an odd-height grid may have an odd height')
+
+
 class DynamicLinear(nn.Module):
     """A linear layer whose weight is predicted per sample from the whole token grid.
 
@@ -70,6 +92,10 @@ class DynamicLinear(nn.Module):
     reference behaviour) only blocks of four valid tokens are summed and the divisor is the
     number of valid tokens, so a padded image whose valid region is the top-left corner gets
     the weight of the unpadded image.
+
+    Streamed over bands of token rows, :meth:`partial_delta_sum` gives each band's share of
+    U^T V and its token count, and :meth:`delta_from_sum` turns their totals into dW_hat;
+    :meth:`predict_delta` is the same with the whole grid as one band.
 
     Args:
         in_features (int): Input width C_in, divisible by ``rank_ratio``.
@@ -106,11 +132,81 @@ class DynamicLinear(nn.Module):
             trunc_normal_(param, std=.02)
         nn.init.zeros_(self.wfm.bias)
 
+    def partial_delta_sum(self,
+                          x: Tensor,
+                          hw_shape: Tuple[int, int],
+                          band: Optional[Tuple[int, int]] = None,
+                          token_padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """The un-normalised sum U^T V over the 2 x 2 blocks of a band of token rows.
+
+        dW of the grid is the sum of these partial sums over bands that tile its rows, times
+        C_in^(-1/2) / N (:meth:`delta_from_sum`). A band must start on an even row, so that its
+        2 x 2 blocks are the grid's; only the band that holds the last row of an odd-height
+        grid may end on an odd row: that row is left out of the pooling (as on the whole grid)
+        while its tokens still count.
+
+        Args:
+            x (Tensor): (B, n, C_in) row-major tokens of the band, n = (r1 - r0) * W.
+            hw_shape (tuple[int, int]): The whole token grid (H, W).
+            band (tuple[int, int], optional): The rows [r0, r1) of the grid that ``x`` holds.
+                Defaults to the whole grid (0, H).
+            token_padding_mask (Tensor, optional): (B, n) bool, True on the band's padded
+                tokens.
+
+        Returns:
+            tuple[Tensor, Tensor]: The sum U^T V (B, C_in, C_out), in float32 (float64 for
+            float64 ``x``) also under autocast; and the band's token count (B, ) int64, its
+            valid tokens with a mask.
+        """
+        H, W = hw_shape
+        r0, r1 = (0, H) if band is None else band
+        check_pooling_band((r0, r1), H)
+        check_tokens(x, (r1 - r0, W), token_padding_mask)
+        pooled, block_valid = pool_tokens_2x2(x, (r1 - r0, W), token_padding_mask)
+        a, g = self.wfm(pooled).split(self.split_sizes, dim=-1)
+        u = F.silu(a) @ self.w1
+        v = F.silu(g) @ self.w2
+        if token_padding_mask is None:
+            num_tokens = torch.full((x.shape[0], ), x.shape[1], device=x.device)
+        else:
+            v = v * block_valid[..., None].to(v.dtype)
+            num_tokens = (~token_padding_mask).sum(1)
+        # Under autocast u and v leave the predictor in the low-precision dtype; their product
+        # is a sum over every block of the grid (band partial sums included), so it is
+        # accumulated in float32 instead of being rounded to that dtype once per band.
+        dtype = torch.promote_types(v.dtype, torch.float32)
+        with autocast_disabled(x.device.type):
+            return u.transpose(-2, -1).to(dtype) @ v.to(dtype), num_tokens
+
+    def delta_from_sum(self,
+                       delta_sum: Tensor,
+                       num_tokens: Tensor,
+                       dtype: Optional[torch.dtype] = None) -> Tensor:
+        """dW_hat from the completed sum U^T V of the grid and its token count.
+
+        The scale, the division by the count and the column soft-normalisation act on the
+        completed sum: they do not distribute over bands.
+
+        Args:
+            delta_sum (Tensor): (B, C_in, C_out), the sum of :meth:`partial_delta_sum` over
+                bands that tile the grid's rows.
+            num_tokens (Tensor): (B, ), the sum of their counts: N, or each image's number of
+                valid tokens with a mask (an image without any is taken as 1).
+            dtype (torch.dtype, optional): The result's dtype. Defaults to ``delta_sum``'s.
+
+        Returns:
+            Tensor: (B, C_in, C_out), every column of norm < 1.
+        """
+        num_tokens = num_tokens.clamp(min=1).to(delta_sum.dtype)
+        delta = delta_sum * self.scale / num_tokens[:, None, None]
+        delta = delta / (delta.norm(dim=-2, keepdim=True) + 1.)
+        return delta if dtype is None else delta.to(dtype)
+
     def predict_delta(self,
                       x: Tensor,
                       hw_shape: Tuple[int, int],
                       token_padding_mask: Optional[Tensor] = None) -> Tensor:
-        """The normalised per-sample weight change dW_hat.
+        """The normalised per-sample weight change dW_hat: the whole grid as one band.
 
         Args:
             x (Tensor): (B, N, C_in) row-major tokens.
@@ -118,21 +214,11 @@ class DynamicLinear(nn.Module):
             token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
 
         Returns:
-            Tensor: (B, C_in, C_out).
+            Tensor: (B, C_in, C_out) in x's dtype.
         """
-        B, N, _ = x.shape
-        check_tokens(x, hw_shape, token_padding_mask)
-        pooled, block_valid = pool_tokens_2x2(x, hw_shape, token_padding_mask)
-        a, g = self.wfm(pooled).split(self.split_sizes, dim=-1)
-        u = F.silu(a) @ self.w1
-        v = F.silu(g) @ self.w2
-        if token_padding_mask is None:
-            delta = u.transpose(-2, -1) @ v * self.scale / N
-        else:
-            v = v * block_valid[..., None].to(v.dtype)
-            num_valid = (~token_padding_mask).sum(1).clamp(min=1).to(v.dtype)
-            delta = u.transpose(-2, -1) @ v * self.scale / num_valid[:, None, None]
-        return delta / (delta.norm(dim=-2, keepdim=True) + 1.)
+        delta_sum, num_tokens = self.partial_delta_sum(
+            x, hw_shape, token_padding_mask=token_padding_mask)
+        return self.delta_from_sum(delta_sum, num_tokens, x.dtype)
 
     def forward(self,
                 x: Tensor,

@@ -8,6 +8,8 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import ProjPatchEmbed, WeightFormerBlock
+from ..utils.image_rows import ImageRows
+from ..utils.token_stream import TokenStream
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
 
@@ -115,6 +117,20 @@ class WeightFormer(BasePlainBackbone):
     def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor]) -> TokenGrid:
         tokens, hw_shape = self.patch_embed(x)
         return TokenGrid(self.init_norm(tokens), hw_shape, 0, token_padding_mask, {})
+
+    #: The dynamic linear layers pool 2 x 2 blocks of tokens: bands start on even rows.
+    stream_row_alignment = 2
+
+    def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
+        """:meth:`_embed` band by band."""
+        for start, stop in stream.bands:
+            tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
+            stream.write(start, stop, self.init_norm(tokens))
+        return {}
+
+    def _stream_block_inputs(self, index: int, stream: TokenStream,
+                             state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        return dict(hw_shape=stream.hw_shape), state
 
     def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:

@@ -1,5 +1,6 @@
 """Dynamic depthwise convolution with Spatially Adaptive Prediction (WeightFormer)."""
-from typing import List, Optional, Tuple
+import functools
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -260,9 +261,20 @@ class DynamicDWConv(nn.Module):
         if token_padding_mask is not None:
             check_tokens(x, hw_shape, token_padding_mask)
             x = x.masked_fill(token_padding_mask[..., None], 0)
-        kernels = self.predict_delta(x, hw_shape, token_padding_mask) + self.w.squeeze(1)
-        out = dynamic_dwconv2d(tokens_to_map(x, hw_shape), kernels, self.b)
-        return out.flatten(2).transpose(1, 2)
+        conv = self.conv_with_delta(self.predict_delta(x, hw_shape, token_padding_mask))
+        return conv(tokens_to_map(x, hw_shape)).flatten(2).transpose(1, 2)
+
+    def conv_with_delta(self, delta: Tensor) -> Callable[[Tensor], Tensor]:
+        """The depthwise convolution with the kernels ``W0 + dK_hat``, as a function of a map.
+
+        Args:
+            delta (Tensor): (B, C, k, k), dK_hat of the whole map.
+
+        Returns:
+            callable: (B, C, h, W) map (the whole map or a band with its halo, see
+            :func:`band_conv3x3`) -> (B, C, h, W).
+        """
+        return functools.partial(dynamic_dwconv2d, weight=delta + self.w.squeeze(1), bias=self.b)
 
     def extra_repr(self) -> str:
         return f'embed_dims={self.embed_dims}, kernel_size={self.kernel_size}'

@@ -232,7 +232,19 @@ class DynamicLinear(nn.Module):
         Returns:
             Tensor: (B, N, C_out).
         """
-        weight = self.predict_delta(x, hw_shape, token_padding_mask) + self.w
+        return self.apply_delta(x, self.predict_delta(x, hw_shape, token_padding_mask))
+
+    def apply_delta(self, x: Tensor, delta: Tensor) -> Tensor:
+        """``x (W0 + dW_hat) + b``: the layer with its per-sample weight change.
+
+        Args:
+            x (Tensor): (B, n, C_in) tokens (all of the grid, or a band of it).
+            delta (Tensor): (B, C_in, C_out), dW_hat of the whole grid.
+
+        Returns:
+            Tensor: (B, n, C_out).
+        """
+        weight = delta + self.w
         if x.shape[0] == 1 and runs_onednn(x, weight, self.b):
             # One sample, one weight: a linear layer, with oneDNN's fused bias.
             return onednn_linear(x, weight[0].t(), self.b)

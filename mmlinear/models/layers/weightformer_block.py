@@ -1,11 +1,13 @@
 """The WeightFormer block, static or dynamic (He, Han and Huang, 2026)."""
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
 from mmlinear.ops import dynamic_dwconv2d
 from ..utils import tokens_to_map
+from ..utils.token_stream import TokenStream
+from .band_conv import band_conv3x3
 from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear
 from .onednn_linear import OneDNNLinear
@@ -83,3 +85,61 @@ class WeightFormerBlock(nn.Module):
                 1, 2)
             hidden = self.linear1(self.norm2(x))
         return x + self.drop_path(self.linear2(self.act(hidden)))
+
+    def _mixer_input(self, tokens: Tensor, mask: Optional[Tensor]) -> Tensor:
+        """What the 3 x 3 depthwise convolution reads: the tokens (LN1 of them in a dynamic
+        block), padded ones zero-filled."""
+        if self.dynamic:
+            tokens = self.norm1(tokens)
+        return tokens if mask is None else tokens.masked_fill(mask[..., None], 0)
+
+    def forward_streamed(self, stream: TokenStream, *, hw_shape: Tuple[int, int]) -> None:
+        """The block over a token stream, band by band, in place (inference only).
+
+        Static: one pass, each band's convolution reading one halo row above and below. Dynamic:
+        a pass pools LN1 of the stream for the predicted kernels (:class:`AdaptivePoolSums`),
+        a second applies the convolution with its halo and sums the dynamic linear layer's
+        pooled products (:meth:`DynamicLinear.partial_delta_sum`), a third applies that
+        layer and the rest of the MLP. The result equals :meth:`forward` on the whole grid;
+        the stream's bands must start on even rows (the 2 x 2 pooling).
+
+        Args:
+            stream (TokenStream): The patch tokens and their padding mask.
+            hw_shape (tuple[int, int]): The token grid (H', W').
+        """
+        H, W = hw_shape
+        if self.dynamic:
+            pool = self.dwc.pool_sums(hw_shape, stream.token_padding_mask)
+            for (start, stop), tokens, mask in stream.segments():
+                pool.add(tokens_to_map(self._mixer_input(tokens, mask), (stop - start, W)), start)
+            conv: Callable[[Tensor], Tensor] = self.dwc.conv_with_delta(
+                self.dwc.delta_from_pooled(pool.result()))
+        else:
+            conv = self._static_dwconv
+        delta_sum, num_tokens = 0., 0
+        above = None  # the convolution input of the row above the band, before it was written
+        for (start, stop), tokens, mask in stream.segments():
+            mixer_in = self._mixer_input(tokens, mask)
+            below = None
+            if stop < H:
+                below = self._mixer_input(stream.read(stop, stop + 1), stream.mask(stop, stop + 1))
+            as_map = [
+                None if t is None else tokens_to_map(t, (t.shape[1] // W, W))
+                for t in (mixer_in, above, below)
+            ]
+            # The band is overwritten below: keep its last row's input for the next band.
+            above = mixer_in[:, -W:].clone()
+            mixed = band_conv3x3(conv, *as_map).flatten(2).transpose(1, 2)
+            x = (self.norm1(tokens) if self.dynamic else tokens) + mixed
+            if not self.dynamic:
+                stream.write(start, stop, x + self.linear2(self.act(self.linear1(self.norm2(x)))))
+                continue
+            stream.write(start, stop, x)
+            part, count = self.linear1.partial_delta_sum(
+                self.norm2(x), hw_shape, (start, stop), mask)
+            delta_sum, num_tokens = delta_sum + part, num_tokens + count
+        if self.dynamic:
+            delta = self.linear1.delta_from_sum(delta_sum, num_tokens, x.dtype)
+            for band, x, _ in stream.segments():
+                hidden = self.linear1.apply_delta(self.norm2(x), delta)
+                stream.put(band, x + self.linear2(self.act(hidden)))

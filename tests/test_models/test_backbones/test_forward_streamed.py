@@ -1,11 +1,12 @@
-"""BasePlainBackbone.forward_streamed: the whole-image forward, band by band (InfViT)."""
+"""BasePlainBackbone.forward_streamed: the whole-image forward, band by band (InfViT,
+WeightFormer)."""
 import os
 
 import numpy as np
 import pytest
 import torch
 
-from mmlinear.models.backbones import InfViT
+from mmlinear.models.backbones import InfViT, WeightFormer
 from mmlinear.models.utils import pixel_padding_mask
 
 
@@ -27,6 +28,13 @@ def randomised(model, seed=0):
 def infvit(dtype=torch.float64, **kwargs):
     kwargs = dict(dict(arch='test', img_size=48, patch_size=8, out_indices=(0, 1)), **kwargs)
     return randomised(InfViT(**kwargs)).to(dtype)
+
+
+def weightformer(dtype=torch.float64, **kwargs):
+    """Five blocks: two dynamic ones (1 and 4), three static."""
+    arch = dict(embed_dims=32, num_layers=5, feedforward_channels=64)
+    kwargs = dict(dict(arch=arch, patch_size=8, out_indices=(1, 4)), **kwargs)
+    return randomised(WeightFormer(**kwargs)).to(dtype)
 
 
 def image(shape=(2, 3, 77, 61), dtype=torch.float64, seed=1):
@@ -59,6 +67,24 @@ def test_linear_infvit_streamed_equals_forward_in_float64(out_type, chunk_rows, 
 def test_linear_infvit_streamed_equals_forward_in_float32():
     model = infvit(torch.float32, arch='infvit-demo', out_type='featmap', out_indices=(1, 3))
     x = image((1, 3, 130, 98), torch.float32)
+    assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
+
+
+@pytest.mark.parametrize('out_type', ['featmap', 'avg_featmap'])
+@pytest.mark.parametrize('chunk_rows', [1, 3, 100])
+@pytest.mark.parametrize('masked', [False, True])
+@pytest.mark.parametrize('size', [(77, 61), (69, 45)])
+def test_weightformer_streamed_equals_forward_in_float64(out_type, chunk_rows, masked, size):
+    """Grids of 10 x 8 and 9 x 6 (an odd last row, left out of the 2 x 2 pooling); band
+    heights are rounded to even rows internally, one row asked for included."""
+    model = weightformer(out_type=out_type)
+    mask = pixel_padding_mask([size, (45, 30)], size) if masked else None
+    assert_streamed_equals_whole(model, image((2, 3, *size)), mask, chunk_rows=chunk_rows)
+
+
+def test_weightformer_streamed_equals_forward_in_float32():
+    model = weightformer(torch.float32, out_type='featmap', out_indices=(0, 4))
+    x = image((1, 3, 150, 98), torch.float32)
     assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
 
 

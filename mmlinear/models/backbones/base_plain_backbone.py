@@ -11,7 +11,8 @@ from ..utils import (check_choice, check_frozen_stages, freeze, masked_mean, nor
                      pixel_to_token_mask, resolve_arch, resolve_padding_mask, tokens_to_map)
 from ..utils.band_progress import BandProgress
 from ..utils.image_rows import ImageRows, streamed_token_padding_mask
-from ..utils.token_stream import BUFFERS, TokenStream, allocate_buffer
+from ..utils.stream_memory import GB, StreamedMemory
+from ..utils.token_stream import BUFFERS, TokenStream, allocate_buffer, row_bands
 
 #: Every output format a plain backbone may offer; each backbone lists the ones it has.
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap', 'raw')
@@ -281,6 +282,100 @@ class BasePlainBackbone(BaseModule):
     #: Bands of the token grid start on multiples of this (WeightFormer's 2 x 2 pooling: 2).
     stream_row_alignment: int = 1
 
+    #: The band height :meth:`forward_streamed` picks without ``chunk_rows`` and
+    #: ``mem_limit_gb``: the tallest whose band pass holds at most this many bytes.
+    default_band_bytes: int = 2**28
+
+    def _stream_workspace_per_token(self) -> int:
+        """Elements the widest moment of a band pass holds per band token (the activations of
+        its MLP, the largest layer of every block), for the memory model."""
+        raise NotImplementedError(f'{type(self).__name__} does not stream')
+
+    def _stream_output_dims(self, index: int) -> int:
+        """The width of block ``index``'s output as :meth:`forward_streamed` returns it."""
+        return self.embed_dims
+
+    def predict_streamed_memory(self,
+                                image_shape: Sequence[int],
+                                *,
+                                chunk_rows: int,
+                                buffer: str = 'memory',
+                                input_in_memory: bool = True,
+                                input_dtype: Optional[torch.dtype] = None) -> StreamedMemory:
+        """The peak memory of :meth:`forward_streamed` beyond the weights, before anything is
+        allocated.
+
+        The stream and the dense outputs hold B * N * C values each; a band pass holds
+        :meth:`_stream_workspace_per_token` values per band token and the band's pixels
+        (read, then padded). Summaries are of fixed size and not counted.
+
+        Args:
+            image_shape (Sequence[int]): (B, C_in, H, W).
+            chunk_rows (int): Patch rows per band (aligned as :meth:`forward_streamed`
+                aligns them).
+            buffer (str): 'memory' or 'disk' (mapped files: not counted). Defaults to
+                'memory'.
+            input_in_memory (bool): Count the image (a tensor) rather than reading it by rows
+                from an array. Defaults to True.
+            input_dtype (torch.dtype, optional): The image's dtype. Defaults to the weights'.
+
+        Returns:
+            StreamedMemory: The parts of the peak and their total.
+        """
+        check_choice('buffer', buffer, BUFFERS)
+        B, in_channels, H, W = image_shape
+        p = self.patch_size
+        grid_h, grid_w = -(-H // p), -(-W // p)
+        dtype = self.patch_embed.projection.weight.dtype
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        input_itemsize = torch.empty((), dtype=input_dtype or dtype).element_size()
+        band = row_bands(grid_h, chunk_rows, self.stream_row_alignment)[0]
+        band_tokens = B * (band[1] - band[0]) * grid_w
+        pixels = 2 * in_channels * p * p  # the rows read, then the padded copy
+        tokens = B * grid_h * grid_w
+        # The extra tokens of 'raw' (at most 64 per image) are not counted.
+        dense = tokens if self.out_type in ('featmap', 'raw') else 0
+        on_heap = buffer == 'memory'
+        return StreamedMemory(
+            input_bytes=B * in_channels * H * W * input_itemsize if input_in_memory else 0,
+            stream_bytes=tokens * self.embed_dims * itemsize if on_heap else 0,
+            output_bytes=sum(dense * self._stream_output_dims(i) * itemsize
+                             for i in self.out_indices) if on_heap else 0,
+            band_bytes=band_tokens * (self._stream_workspace_per_token() + pixels) * itemsize,
+            chunk_rows=band[1] - band[0])
+
+    def _pick_chunk_rows(self, image_shape: Sequence[int], chunk_rows: Optional[int],
+                         mem_limit_gb: Optional[float], buffer: str, input_in_memory: bool) -> int:
+        """The band height of a call: ``chunk_rows`` as given; the tallest band (at most
+        ``chunk_rows``) whose predicted peak fits ``mem_limit_gb``; else the tallest whose band
+        pass fits :attr:`default_band_bytes`."""
+        if chunk_rows is not None and mem_limit_gb is None:
+            return chunk_rows
+        grid_h = -(-image_shape[2] // self.patch_size)
+        tallest = grid_h if chunk_rows is None else row_bands(grid_h, chunk_rows)[0][1]
+
+        def fits(rows: int) -> bool:
+            memory = self.predict_streamed_memory(
+                image_shape, chunk_rows=rows, buffer=buffer, input_in_memory=input_in_memory)
+            if mem_limit_gb is None:
+                return memory.band_bytes <= self.default_band_bytes
+            return memory.total_bytes <= mem_limit_gb * GB
+
+        smallest = self.stream_row_alignment
+        if not fits(smallest):
+            if mem_limit_gb is None:
+                return smallest
+            needed = self.predict_streamed_memory(
+                image_shape, chunk_rows=smallest, buffer=buffer, input_in_memory=input_in_memory)
+            raise ValueError(f'forward_streamed needs {needed.describe()}, limit '
+                             f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use buffer='disk' "
+                             f'or an image read by rows from a file')
+        low, high = smallest, max(tallest, smallest)  # fits(low) holds; find the tallest
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle - 1)
+        return low
+
     def _check_streamable(self) -> None:
         """Raise a ValueError naming what streams when this configuration cannot."""
 
@@ -353,7 +448,8 @@ class BasePlainBackbone(BaseModule):
                          x: Any,
                          padding_mask: Optional[Tensor] = None,
                          *,
-                         chunk_rows: int,
+                         chunk_rows: Optional[int] = None,
+                         mem_limit_gb: Optional[float] = None,
                          buffer: str = 'memory',
                          buffer_dir: Optional[str] = None,
                          progress: Optional[bool] = None,
@@ -371,9 +467,15 @@ class BasePlainBackbone(BaseModule):
                 at a time.
             padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels, as
                 :meth:`forward` takes it. Defaults to None (or the mask attached to ``x``).
-            chunk_rows (int): Patch rows per band, >= 1; taller than the grid means one band.
-                A backbone may round it to its alignment (:attr:`stream_row_alignment`); the
-                result does not depend on it.
+            chunk_rows (int, optional): Patch rows per band, >= 1; taller than the grid means
+                one band. A backbone may round it to its alignment
+                (:attr:`stream_row_alignment`); the result does not depend on it. Defaults to
+                None: the tallest band that ``mem_limit_gb`` allows, or without a limit the
+                tallest whose band pass holds at most :attr:`default_band_bytes`.
+            mem_limit_gb (float, optional): Pick the tallest band (at most ``chunk_rows``)
+                whose predicted peak (:meth:`predict_streamed_memory`) fits; a limit that no
+                band meets is refused before any work, with the predicted figure. Defaults
+                to None.
             buffer (str): Where the residual stream and the dense outputs live: 'memory', or
                 'disk' (memory-mapped files, anonymous, so nothing is left behind).
                 Defaults to 'memory'.
@@ -397,8 +499,12 @@ class BasePlainBackbone(BaseModule):
         p = self.patch_size
         if H < p or W < p:
             raise ValueError(f'images must be at least one patch ({p}x{p}) large, got {H}x{W}')
+        if chunk_rows is not None:
+            row_bands(1, chunk_rows)  # refuses a bad height whatever the limit
         if padding_mask is None:
             padding_mask = getattr(x, 'padding_mask', None)
+        chunk_rows = self._pick_chunk_rows(image.shape, chunk_rows, mem_limit_gb, buffer,
+                                           isinstance(x, Tensor))
         weight = self.patch_embed.projection.weight
         token_padding_mask = streamed_token_padding_mask(padding_mask, image.shape, p)
         if token_padding_mask is not None:

@@ -229,6 +229,11 @@ class InfViT(BasePlainBackbone):
                              f'key); attn_type values that stream: '
                              f'{", ".join(map(repr, STREAMED_ATTN_TYPES))}')
 
+    def _stream_workspace_per_token(self) -> int:
+        # The MLP's hidden state and its activation (2 F), the block input, its sum with the
+        # attention, the LayerNorm and the MLP's output (4 C).
+        return 2 * self.arch_settings['feedforward_channels'] + 4 * self.embed_dims
+
     def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
         """:meth:`_embed` band by band: the position table's rows come from
         :class:`BandPosEmbed`, equal to the whole table's."""

@@ -121,6 +121,11 @@ class WeightFormer(BasePlainBackbone):
     #: The dynamic linear layers pool 2 x 2 blocks of tokens: bands start on even rows.
     stream_row_alignment = 2
 
+    def _stream_workspace_per_token(self) -> int:
+        # The dynamic linear layer's product and its bias sum, the GELU (3 F), the stream,
+        # the LayerNorm, the convolution's stacked input and output (4 C).
+        return 3 * self.arch_settings['feedforward_channels'] + 4 * self.embed_dims
+
     def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
         """:meth:`_embed` band by band."""
         for start, stop in stream.bands:

@@ -182,3 +182,44 @@ def test_bad_input_is_refused():
         model.forward_streamed(image(), torch.zeros(2, 77, 61), chunk_rows=2)
     with pytest.raises(RuntimeError, match=r'\.eval\(\)'):
         model.train().forward_streamed(image(), chunk_rows=2)
+
+
+def test_memory_model_counts_stream_outputs_input_and_band():
+    """The parts follow from the shapes: B * N * C values for the stream and each dense
+    output, the band pass's workspace per band token, and the image when it is a tensor."""
+    model = infvit(torch.float32, out_type='featmap')  # C = 32, MLP 64, 8 x 8 patches
+    memory = model.predict_streamed_memory((2, 3, 77, 61), chunk_rows=3)
+    tokens = 2 * 10 * 8
+    assert memory.stream_bytes == tokens * 32 * 4
+    assert memory.output_bytes == 2 * tokens * 32 * 4  # two out_indices
+    assert memory.input_bytes == 2 * 3 * 77 * 61 * 4
+    assert memory.band_bytes == 2 * 3 * 8 * (2 * 64 + 4 * 32 + 2 * 3 * 64) * 4
+    assert memory.total_bytes == sum(memory[:4]) and memory.chunk_rows == 3
+    on_disk = model.predict_streamed_memory((2, 3, 77, 61),
+                                            chunk_rows=3,
+                                            buffer='disk',
+                                            input_in_memory=False)
+    assert on_disk.stream_bytes == on_disk.output_bytes == on_disk.input_bytes == 0
+    cls = infvit(torch.float32, out_type='cls_token')
+    assert cls.predict_streamed_memory((2, 3, 77, 61), chunk_rows=3).output_bytes == 0
+
+
+def test_memory_limit_picks_the_tallest_band_that_fits():
+    model = infvit(out_type='featmap')
+    shape = (2, 3, 77, 61)
+    sizes = {r: model.predict_streamed_memory(shape, chunk_rows=r).total_bytes for r in (1, 4, 5)}
+    limit = (sizes[4] + sizes[5]) / 2 / 2**30
+    assert model._pick_chunk_rows(shape, None, limit, 'memory', True) == 4
+    assert model._pick_chunk_rows(shape, 2, limit, 'memory', True) == 2  # chunk_rows caps it
+    streamed = assert_streamed_equals_whole(model, image(shape), mem_limit_gb=limit)
+    assert streamed[-1].shape == (2, 32, 10, 8)
+    with pytest.raises(ValueError, match=r'needs 0\.\d\d GB \(input .*, limit 1e-06 GB'):
+        model.forward_streamed(image(shape), mem_limit_gb=1e-6)
+
+
+def test_without_band_height_or_limit_the_band_fits_the_default_workspace():
+    model = infvit(out_type='featmap')
+    model.default_band_bytes = model.predict_streamed_memory((2, 3, 77, 61),
+                                                             chunk_rows=6).band_bytes
+    assert model._pick_chunk_rows((2, 3, 77, 61), None, None, 'memory', True) == 6
+    assert_streamed_equals_whole(model, image())

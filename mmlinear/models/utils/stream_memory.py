@@ -1,0 +1,35 @@
+"""The memory model of a streamed forward: its peak, predicted before anything is allocated."""
+from typing import NamedTuple
+
+GB = 2**30
+
+
+class StreamedMemory(NamedTuple):
+    """The predicted peak memory of a streamed forward beyond the weights, in bytes.
+
+    Attributes:
+        input_bytes (int): The image, when it is one tensor in memory (0 when it is read by
+            rows from an array such as a file).
+        stream_bytes (int): The residual stream (0 when it lives in a mapped file, whose
+            pages the kernel can write back).
+        output_bytes (int): The dense outputs held in memory.
+        band_bytes (int): The widest moment of a band pass: its activations and the band of
+            pixels it embeds.
+        chunk_rows (int): The band height (patch rows) of the prediction.
+    """
+    input_bytes: int
+    stream_bytes: int
+    output_bytes: int
+    band_bytes: int
+    chunk_rows: int
+
+    @property
+    def total_bytes(self) -> int:
+        """int: Everything the forward holds at its peak."""
+        return self.input_bytes + self.stream_bytes + self.output_bytes + self.band_bytes
+
+    def describe(self) -> str:
+        """str: The total and its parts, in GB."""
+        return (f'{self.total_bytes / GB:.2f} GB (input {self.input_bytes / GB:.2f}, stream '
+                f'{self.stream_bytes / GB:.2f}, outputs {self.output_bytes / GB:.2f}, bands of '
+                f'{self.chunk_rows} patch rows {self.band_bytes / GB:.2f})')

@@ -12,7 +12,7 @@ from .mlp import Mlp
 from .onednn_linear import OneDNNLinear
 from .patch_embed import PatchEmbed
 from .proj_patch_embed import ProjPatchEmbed
-from .rope2d import Rope2D, apply_rope, patch_grid_coords, rotate_pairs
+from .rope2d import Rope2D, apply_rope, patch_band_coords, patch_grid_coords, rotate_pairs
 from .swiglu import SwiGLU
 from .veca_block import VECABlock
 from .weightformer_block import WeightFormerBlock
@@ -23,5 +23,5 @@ __all__ = [
     'PatchEmbed', 'ProjPatchEmbed', 'Rope2D', 'SwiGLU', 'VECABlock', 'WeightFormerBlock',
     'active_prefix', 'apply_rope', 'band_conv3x3', 'build_coordinate_head', 'build_core_bank',
     'check_core_budget', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
-    'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]

@@ -5,6 +5,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..utils import autocast_disabled
+
 
 class OnlineCoreAttention:
     """Softmax attention of a fixed set of queries over keys and values that arrive in bands.
@@ -17,7 +19,8 @@ class OnlineCoreAttention:
     most 0 and nothing overflows. After the last band, ``acc / l`` equals
     ``F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=allowed)`` (SDPA's default
     scale 1 / sqrt(d)) whatever the band sizes and their order. The state is kept in float32
-    (float64 for float64 queries) and the result is rounded once to the queries' dtype.
+    (float64 for float64 queries), also under autocast, and the result is rounded once to the
+    queries' dtype.
 
     There is no attention dropout: this is the inference path.
 
@@ -70,18 +73,21 @@ class OnlineCoreAttention:
                                  f'{tuple(key_padding_mask.shape)}')
             if key_padding_mask.dtype != torch.bool:
                 raise TypeError(f'key_padding_mask must be bool, got {key_padding_mask.dtype}')
-        scores = self.q @ k.to(self.q.dtype).transpose(-2, -1)  # (B, H, K, n)
-        if key_padding_mask is not None:
-            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float('-inf'))
-        new_max = torch.maximum(self.max, scores.amax(dim=-1, keepdim=True))
-        # A row that has seen only padded keys keeps a maximum of -inf; exponents taken
-        # against 0 there give exp(-inf) = 0 instead of exp(-inf - (-inf)) = NaN.
-        shift = new_max.masked_fill(new_max == float('-inf'), 0.)
-        weights = (scores - shift).exp()
-        rescale = (self.max - shift).exp()
-        self.sum = self.sum * rescale + weights.sum(dim=-1, keepdim=True)
-        self.acc = self.acc * rescale + weights @ v.to(self.q.dtype)
-        self.max = new_max
+        # Under autocast the two products would run in its low-precision dtype and round
+        # the running sums once per band.
+        with autocast_disabled(self.q.device.type):
+            scores = self.q @ k.to(self.q.dtype).transpose(-2, -1)  # (B, H, K, n)
+            if key_padding_mask is not None:
+                scores = scores.masked_fill(key_padding_mask[:, None, None, :], float('-inf'))
+            new_max = torch.maximum(self.max, scores.amax(dim=-1, keepdim=True))
+            # A row that has seen only padded keys keeps a maximum of -inf; exponents taken
+            # against 0 there give exp(-inf) = 0 instead of exp(-inf - (-inf)) = NaN.
+            shift = new_max.masked_fill(new_max == float('-inf'), 0.)
+            weights = (scores - shift).exp()
+            rescale = (self.max - shift).exp()
+            self.sum = self.sum * rescale + weights.sum(dim=-1, keepdim=True)
+            self.acc = self.acc * rescale + weights @ v.to(self.q.dtype)
+            self.max = new_max
         self.num_bands += 1
 
     def result(self) -> Tensor:

@@ -135,6 +135,17 @@ def test_half_precision_queries_accumulate_in_float32():
     assert relative_error(out, expected) < 3e-2  # bf16 inputs and output, float32 state
 
 
+def test_the_sums_stay_float32_under_autocast():
+    """Autocast would run the products in bfloat16 (errors near 1e-2); the bands are still
+    accumulated in float32."""
+    q, k, v = qkv(8, 35, torch.float32)
+    expected = F.scaled_dot_product_attention(q, k, v)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = accumulate(q, k, v, 8, (7, 5), 3)
+    assert out.dtype == torch.float32
+    assert relative_error(out, expected) < 1e-5
+
+
 def test_bad_input_is_refused_with_the_problem_named():
     q, k, v = qkv(8, 35, torch.float32)
     with pytest.raises(ValueError, match='core queries must be'):

@@ -46,6 +46,66 @@ class CorePeripheryAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.head_dims).transpose(1, 2)
 
+    def project_tokens(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values of a run of tokens, the queries and keys rotated.
+
+        Every token is projected and rotated on its own, so a band of tokens (the cores, or
+        some rows of patches) gives exactly its slice of the whole sequence's q / k / v.
+
+        Args:
+            x (Tensor): (B, T, C) normalised tokens.
+            cos (Tensor): (B, T, head_dims) RoPE cosines of these tokens.
+            sin (Tensor): (B, T, head_dims) RoPE sines.
+
+        Returns:
+            tuple[Tensor, Tensor, Tensor]: q, k, v, each (B, num_heads, T, head_dims).
+        """
+        if cos.shape[-2] != x.shape[1] or sin.shape[-2] != x.shape[1]:
+            raise ValueError(f'cos and sin must hold the angles of the {x.shape[1]} tokens, got '
+                             f'{tuple(cos.shape)} and {tuple(sin.shape)}')
+        q = apply_rope(self.split_heads(self.q_proj(x)), cos, sin)
+        k = apply_rope(self.split_heads(self.k_proj(x)), cos, sin)
+        v = self.split_heads(self.v_proj(x))
+        return q, k, v
+
+    def attend_to_cores(self, q: Tensor, k_cores: Tensor, v_cores: Tensor) -> Tensor:
+        """The patches' side: patch queries attend to the cores only.
+
+        The patches see no other patch, so any band of patch queries gives exactly its rows of
+        the whole grid's result.
+
+        Args:
+            q (Tensor): (B, num_heads, n, head_dims) rotated patch queries.
+            k_cores (Tensor): (B, num_heads, K, head_dims) rotated core keys.
+            v_cores (Tensor): (B, num_heads, K, head_dims) core values.
+
+        Returns:
+            Tensor: (B, num_heads, n, head_dims), before the output projection.
+        """
+        if k_cores.shape != v_cores.shape or q.shape[:2] != k_cores.shape[:2] or \
+                q.shape[3] != k_cores.shape[3]:
+            raise ValueError(f'patch queries {tuple(q.shape)}, core keys {tuple(k_cores.shape)} '
+                             f'and core values {tuple(v_cores.shape)} must share B, heads and '
+                             f'head_dims, and the keys and values one shape')
+        drop = self.dropout if self.training else 0.
+        return F.scaled_dot_product_attention(q, k_cores, v_cores, dropout_p=drop)
+
+    def project_out(self, *heads: Tensor) -> Tensor:
+        """Merge the heads of attention outputs and apply the output projection.
+
+        Args:
+            *heads (Tensor): One or more (B, num_heads, T_i, head_dims) attention outputs,
+                joined along the tokens in the order given.
+
+        Returns:
+            Tensor: (B, T_1 + T_2 + ..., C).
+        """
+        # SDPA returns (B, heads, T, d) views of (B, T, heads, d) memory: joined in that
+        # layout, the tokens come out in one copy.
+        out = torch.cat([h.transpose(1, 2) for h in heads], dim=1)
+        out = out.reshape(*out.shape[:2], -1)
+        return self.out_drop(self.out_proj(out))
+
     def forward(self,
                 x: Tensor,
                 token_padding_mask: Optional[Tensor] = None,
@@ -70,25 +130,20 @@ class CorePeripheryAttention(nn.Module):
             (B, num_heads, K, K + N) softmax rows of the core queries over all tokens (the
             patches' rows only see the cores, so they carry no spatial map).
         """
-        B, T, C = x.shape
+        T = x.shape[1]
         if not 1 <= num_cores < T:
             raise ValueError(f'num_cores must lie in [1, {T - 1}] for {T} tokens, got '
                              f'{num_cores}')
-        q = apply_rope(self.split_heads(self.q_proj(x)), cos, sin)
-        k = apply_rope(self.split_heads(self.k_proj(x)), cos, sin)
-        v = self.split_heads(self.v_proj(x))
+        q, k, v = self.project_tokens(x, cos, sin)
         drop = self.dropout if self.training else 0.
         key_padding_mask = extend_padding_mask(token_padding_mask, num_cores, T)
         # SDPA's convention: True where attention is allowed.
         core_mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         cores = F.scaled_dot_product_attention(
             q[:, :, :num_cores], k, v, attn_mask=core_mask, dropout_p=drop)
-        patches = F.scaled_dot_product_attention(
-            q[:, :, num_cores:], k[:, :, :num_cores], v[:, :, :num_cores], dropout_p=drop)
-        # SDPA returns (B, heads, T, d) views of (B, T, heads, d) memory: joined in that
-        # layout, the tokens come out in one copy.
-        out = torch.cat([cores.transpose(1, 2), patches.transpose(1, 2)], dim=1).reshape(B, T, C)
-        out = self.out_drop(self.out_proj(out))
+        patches = self.attend_to_cores(q[:, :, num_cores:], k[:, :, :num_cores],
+                                       v[:, :, :num_cores])
+        out = self.project_out(cores, patches)
         if not need_weights:
             return out
         return out, core_attention_weights(q[:, :, :num_cores], k, core_mask)

@@ -6,19 +6,27 @@ import torch
 from torch import Tensor, nn
 
 from mmlinear.utils.ext_loader import exporting
+from ..utils import band_tokens
 
 
-def patch_grid_coords(hw_shape: Tuple[int, int],
+def patch_band_coords(hw_shape: Tuple[int, int],
+                      rows: Tuple[int, int],
                       valid_hw: Optional[Tensor] = None,
                       device: Optional[torch.device] = None) -> Tensor:
-    """(x, y) coordinates of the patch centres of a row-major grid, each axis in [-1, 1].
+    """(x, y) coordinates of the patch centres in grid rows [r0, r1) of a row-major grid, each
+    axis in [-1, 1] over the valid grid.
 
     A patch at row r, column c of a grid with ``h`` valid rows and ``w`` valid columns sits at
     ``x = (c + 0.5) / w * 2 - 1``, ``y = (r + 0.5) / h * 2 - 1``: the axes are normalised
-    separately, so a non-square grid spans [-1, 1] on both.
+    separately, so a non-square grid spans [-1, 1] on both. Each coordinate depends on its
+    own row and column only, so a band's coordinates are exactly (bit for bit) the band's
+    slice of the whole grid's (:func:`patch_grid_coords`), and the RoPE angles of a band can
+    be computed without the rest of the image.
 
     Args:
         hw_shape (tuple[int, int]): (Hp, Wp), the token grid.
+        rows (tuple[int, int]): (r0, r1), the band's rows [r0, r1) (all Wp columns), with
+            0 <= r0 < r1 <= Hp.
         valid_hw (Tensor, optional): (B, 2) long, the valid rows and columns of each image
             (its un-padded region in the top-left corner). The coordinates are then those of
             the valid grid, so padding an image further does not move its patches; padded
@@ -26,20 +34,43 @@ def patch_grid_coords(hw_shape: Tuple[int, int],
         device (torch.device, optional): Device of the result when ``valid_hw`` is None.
 
     Returns:
-        Tensor: (B, Hp * Wp, 2) float32, B = 1 without ``valid_hw``.
+        Tensor: (B, (r1 - r0) * Wp, 2) float32, B = 1 without ``valid_hw``; the tokens
+        ``band_tokens(hw_shape, rows)`` of the grid.
     """
+    band_tokens(hw_shape, rows)  # checks the rows
     Hp, Wp = hw_shape
+    r0, r1 = rows
     if valid_hw is None:
         valid_hw = torch.tensor([[Hp, Wp]], device=device)
+    elif valid_hw.dim() != 2 or valid_hw.shape[1] != 2:
+        raise ValueError(f'valid_hw must be (B, 2) (rows, columns), got {tuple(valid_hw.shape)}')
     device = valid_hw.device
     sizes = valid_hw.float()
-    rows = torch.arange(Hp, device=device, dtype=torch.float32) + 0.5
+    band_rows = torch.arange(r0, r1, device=device, dtype=torch.float32) + 0.5
     cols = torch.arange(Wp, device=device, dtype=torch.float32) + 0.5
-    y = rows[None] / sizes[:, :1] * 2.0 - 1.0  # (B, Hp)
+    y = band_rows[None] / sizes[:, :1] * 2.0 - 1.0  # (B, r1 - r0)
     x = cols[None] / sizes[:, 1:] * 2.0 - 1.0  # (B, Wp)
-    B = sizes.shape[0]
-    grid = torch.stack([x[:, None, :].expand(B, Hp, Wp), y[:, :, None].expand(B, Hp, Wp)], -1)
-    return grid.reshape(B, Hp * Wp, 2)
+    B, h = sizes.shape[0], r1 - r0
+    grid = torch.stack([x[:, None, :].expand(B, h, Wp), y[:, :, None].expand(B, h, Wp)], -1)
+    return grid.reshape(B, h * Wp, 2)
+
+
+def patch_grid_coords(hw_shape: Tuple[int, int],
+                      valid_hw: Optional[Tensor] = None,
+                      device: Optional[torch.device] = None) -> Tensor:
+    """(x, y) coordinates of all the patch centres of a row-major grid, each axis in [-1, 1]:
+    :func:`patch_band_coords` over every row.
+
+    Args:
+        hw_shape (tuple[int, int]): (Hp, Wp), the token grid.
+        valid_hw (Tensor, optional): (B, 2) long, the valid rows and columns of each image
+            (see :func:`patch_band_coords`). Defaults to None (the whole grid is valid).
+        device (torch.device, optional): Device of the result when ``valid_hw`` is None.
+
+    Returns:
+        Tensor: (B, Hp * Wp, 2) float32, B = 1 without ``valid_hw``.
+    """
+    return patch_band_coords(hw_shape, (0, hw_shape[0]), valid_hw, device)
 
 
 def rotate_pairs(x: Tensor) -> Tensor:

@@ -4,11 +4,12 @@ from .padding_mask import (attach_padding_mask, extend_padding_mask, pixel_paddi
                            pixel_to_token_mask, resolve_padding_mask, valid_extents)
 from .pos_embed import pos_embed_for_valid_regions, resize_pos_embed
 from .precision import autocast_disabled
+from .token_stream import band_tokens
 from .tokens import check_tokens, masked_mean, tokens_to_map
 
 __all__ = [
-    'attach_padding_mask', 'autocast_disabled', 'check_choice', 'check_frozen_stages',
-    'check_tokens', 'extend_padding_mask', 'freeze', 'masked_mean', 'normalize_indices',
-    'pixel_padding_mask', 'pixel_to_token_mask', 'pos_embed_for_valid_regions', 'resize_pos_embed',
-    'resolve_arch', 'resolve_padding_mask', 'tokens_to_map', 'valid_extents'
+    'attach_padding_mask', 'autocast_disabled', 'band_tokens', 'check_choice',
+    'check_frozen_stages', 'check_tokens', 'extend_padding_mask', 'freeze', 'masked_mean',
+    'normalize_indices', 'pixel_padding_mask', 'pixel_to_token_mask', 'pos_embed_for_valid_regions',
+    'resize_pos_embed', 'resolve_arch', 'resolve_padding_mask', 'tokens_to_map', 'valid_extents'
 ]

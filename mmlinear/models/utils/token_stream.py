@@ -68,6 +68,25 @@ def row_bands(num_rows: int, chunk_rows: int, align: int = 1) -> List[Tuple[int,
     return [(start, min(start + height, num_rows)) for start in range(0, num_rows, height)]
 
 
+def band_tokens(hw_shape: Tuple[int, int], rows: Tuple[int, int]) -> slice:
+    """The patch tokens of a band of grid rows in a row-major (H', W') token grid.
+
+    Args:
+        hw_shape (tuple[int, int]): The token grid (H', W').
+        rows (tuple[int, int]): (start, stop), the band's grid rows [start, stop) (all W'
+            columns), with 0 <= start < stop <= H'.
+
+    Returns:
+        slice: ``slice(start * W', stop * W')`` over the N = H' * W' patch tokens.
+    """
+    (num_rows, num_cols), (start, stop) = hw_shape, rows
+    if not 0 <= start < stop <= num_rows:
+        raise ValueError(f'grid rows [{start}, {stop}) lie outside the {num_rows} rows of the '
+                         f'token grid or hold none: a band needs 0 <= start < stop <= '
+                         f'{num_rows}')
+    return slice(start * num_cols, stop * num_cols)
+
+
 class TokenStream:
     """The tokens between the blocks of a streamed forward.
 
@@ -136,12 +155,6 @@ class TokenStream:
         """int: E (0 before the extra tokens are set)."""
         return 0 if self.extra is None else self.extra.shape[1]
 
-    def _span(self, start: int, stop: int) -> slice:
-        if not 0 <= start < stop <= self.hw_shape[0]:
-            raise ValueError(f'grid rows [{start}, {stop}) lie outside the {self.hw_shape[0]} '
-                             f'rows of the token grid')
-        return slice(start * self.hw_shape[1], stop * self.hw_shape[1])
-
     def read(self, start: int, stop: int) -> Tensor:
         """The patch tokens of grid rows [start, stop).
 
@@ -149,7 +162,7 @@ class TokenStream:
             Tensor: (B, (stop - start) * W', C) on the compute device (a copy where the
             buffer is elsewhere or on disk).
         """
-        return self.patches[:, self._span(start, stop)].to(self.device)
+        return self.patches[:, band_tokens(self.hw_shape, (start, stop))].to(self.device)
 
     def write(self, start: int, stop: int, tokens: Tensor) -> None:
         """Replace the patch tokens of grid rows [start, stop).
@@ -159,10 +172,10 @@ class TokenStream:
             stop (int): One past the last.
             tokens (Tensor): (B, (stop - start) * W', C).
         """
-        self.patches[:, self._span(start, stop)] = tokens
+        self.patches[:, band_tokens(self.hw_shape, (start, stop))] = tokens
 
     def mask(self, start: int, stop: int) -> Optional[Tensor]:
         """The (B, (stop - start) * W') padding mask of rows [start, stop), or None."""
         if self.token_padding_mask is None:
             return None
-        return self.token_padding_mask[:, self._span(start, stop)]
+        return self.token_padding_mask[:, band_tokens(self.hw_shape, (start, stop))]

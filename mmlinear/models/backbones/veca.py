@@ -7,8 +7,11 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import (ProjPatchEmbed, Rope2D, VECABlock, active_prefix, build_coordinate_head,
-                      build_core_bank, check_core_budget, move_cores, patch_grid_coords)
+                      build_core_bank, check_core_budget, move_cores, patch_band_coords,
+                      patch_grid_coords)
 from ..utils import valid_extents
+from ..utils.image_rows import ImageRows
+from ..utils.token_stream import TokenStream
 from .base_plain_backbone import BasePlainBackbone, BlockStep, TokenGrid
 
 
@@ -178,9 +181,19 @@ class VECA(BasePlainBackbone):
             torch.cat([cores, patches], dim=1), hw_shape, num_cores, token_padding_mask,
             block_state)
 
+    def _move_cores(self, index: int, cores: Tensor, state: Dict[str, Any]) -> Dict[str, Any]:
+        """The state with the cores moved for block ``index`` (from block 1 on, by the
+        previous block's core tokens (B, K, C)) and their RoPE coordinates ``core_coords``
+        (B, K, 2)."""
+        raw_core_coords = state['raw_core_coords']
+        if index > 0:
+            raw_core_coords = move_cores(raw_core_coords, cores, self.pos_linears[index - 1],
+                                         self.pos_alpha[index - 1])
+        return dict(state, raw_core_coords=raw_core_coords, core_coords=torch.tanh(raw_core_coords))
+
     def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        """Move the cores (from block 1 on), then the RoPE angles of ``[cores; patches]``.
+        """Move the cores, then the RoPE angles of ``[cores; patches]``.
 
         Returns:
             tuple[dict, dict]: ``num_cores``, ``cos`` and ``sin`` for the block, and the
@@ -188,16 +201,52 @@ class VECA(BasePlainBackbone):
             (B, K, 2) this block used.
         """
         num_cores = grid.num_extra_tokens
-        raw_core_coords = state['raw_core_coords']
-        if index > 0:
-            raw_core_coords = move_cores(raw_core_coords, tokens[:, :num_cores],
-                                         self.pos_linears[index - 1], self.pos_alpha[index - 1])
-        core_coords = torch.tanh(raw_core_coords)
+        state = self._move_cores(index, tokens[:, :num_cores], state)
         cos, sin = (torch.cat([core, patch], dim=1)
-                    for core, patch in zip(self.rope(core_coords), state['patch_rope']))
+                    for core, patch in zip(self.rope(state['core_coords']), state['patch_rope']))
+        return dict(num_cores=num_cores, cos=cos, sin=sin), state
+
+    def _stream_workspace_per_token(self) -> int:
+        # The SwiGLU's fc1 output (2 F) and gate (F); the stream, its LayerNorm, q / k / v,
+        # the rotated q / k and the attention output (8 C).
+        return 3 * self.arch_settings['feedforward_channels'] + 8 * self.embed_dims
+
+    def _stream_output_dims(self, index: int) -> int:
+        return self.out_channels if index == self.num_layers - 1 else self.embed_dims
+
+    def _stream_embed(self,
+                      image: ImageRows,
+                      stream: TokenStream,
+                      active_cores: Optional[int] = None) -> Dict[str, Any]:
+        """:meth:`_embed` band by band: the cores become the stream's extra tokens; the
+        patches' RoPE angles are computed per band when a block needs them."""
+        num_cores = self._num_cores(active_cores)
+        B = image.shape[0]
+        for start, stop in stream.bands:
+            tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
+            stream.write(start, stop, tokens)
+        num_chunks = num_cores // self.core_chunk_size
+        stream.extra = active_prefix(self.query_token_chunks, num_chunks, B)
+        valid_hw = None
+        if stream.token_padding_mask is not None:
+            valid_hw = valid_extents(stream.token_padding_mask, stream.hw_shape)
         return dict(
-            num_cores=num_cores, cos=cos, sin=sin), dict(
-                state, raw_core_coords=raw_core_coords, core_coords=core_coords)
+            raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B), valid_hw=valid_hw)
+
+    def _stream_block_inputs(self, index: int, stream: TokenStream,
+                             state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        state = self._move_cores(index, stream.extra, state)
+        B = stream.extra.shape[0]
+
+        def patch_rope(start: int, stop: int) -> Tuple[Tensor, Tensor]:
+            coords = patch_band_coords(stream.hw_shape, (start, stop), state['valid_hw'],
+                                       stream.device)
+            return self.rope(coords.expand(B, -1, -1))
+
+        return dict(
+            num_cores=stream.num_extra_tokens,
+            core_rope=self.rope(state['core_coords']),
+            patch_rope=patch_rope), state
 
     def _apply_head(self, tokens: Tensor) -> Tensor:
         """Final norm then output projection of the last block's tokens (B, K + N, C)."""
@@ -297,7 +346,11 @@ class VECA(BasePlainBackbone):
                active_cores: Optional[int],
                need_weights: bool = False) -> Iterator[BlockStep]:
         """The block loop with the budget of this call (the default when None)."""
-        num_cores = self.active_cores
-        if active_cores is not None:
-            num_cores = check_core_budget(active_cores, self.max_cores, self.core_chunk_size)
-        return self._run_blocks(x, padding_mask, need_weights, num_cores=num_cores)
+        return self._run_blocks(
+            x, padding_mask, need_weights, num_cores=self._num_cores(active_cores))
+
+    def _num_cores(self, active_cores: Optional[int]) -> int:
+        """The core budget of a call: ``active_cores``, checked, or the default."""
+        if active_cores is None:
+            return self.active_cores
+        return check_core_budget(active_cores, self.max_cores, self.core_chunk_size)

@@ -160,7 +160,10 @@ class DynamicLinear(nn.Module):
         """
         H, W = hw_shape
         r0, r1 = (0, H) if band is None else band
-        check_pooling_band((r0, r1), H)
+        if band is not None:
+            # (The whole grid needs no check, and a check on its symbolic height would make
+            # an exported graph hold for even heights only.)
+            check_pooling_band(band, H)
         check_tokens(x, (r1 - r0, W), token_padding_mask)
         pooled, block_valid = pool_tokens_2x2(x, (r1 - r0, W), token_padding_mask)
         a, g = self.wfm(pooled).split(self.split_sizes, dim=-1)

@@ -1,10 +1,12 @@
 """The VECA block: pre-norm core-periphery attention and a SwiGLU MLP."""
-from typing import Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
 from torch import Tensor, nn
 
+from ..utils.token_stream import TokenStream
 from .core_periphery_attention import CorePeripheryAttention
 from .onednn_linear import OneDNNLinear
+from .online_core_attention import OnlineCoreAttention
 from .swiglu import SwiGLU
 
 
@@ -67,6 +69,43 @@ class VECABlock(nn.Module):
             sin=sin,
             need_weights=need_weights)
         attn, weights = attn if need_weights else (attn, None)
-        x = x + attn
-        x = x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))
+        x = self._add_mlp(x + attn)
         return (x, weights) if need_weights else x
+
+    def _add_mlp(self, x: Tensor) -> Tensor:
+        """``x + fc2(SwiGLU(fc1(norm_ffn(x))))``: the second half of the block, per token."""
+        return x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))
+
+    def forward_streamed(self, stream: TokenStream, *, num_cores: int, core_rope: Tuple[Tensor,
+                                                                                        Tensor],
+                         patch_rope: Callable[[int, int], Tuple[Tensor, Tensor]]) -> None:
+        """The block over a token stream, band by band, in place (inference only).
+
+        One pass: the cores' queries, keys and values come from the cores (in memory); each
+        band of patches attends to the cores' keys and values (its rows of the result) and
+        feeds its keys and values into the cores' attention over all tokens, an online
+        softmax (:class:`OnlineCoreAttention`) complete after the last band. The result
+        equals :meth:`forward` on the whole sequence.
+
+        Args:
+            stream (TokenStream): The K cores (its extra tokens) and the patch tokens.
+            num_cores (int): K.
+            core_rope (tuple[Tensor, Tensor]): (B, K, head_dims) RoPE cosines and sines of
+                the cores.
+            patch_rope (callable): (start, stop) grid rows -> the cosines and sines
+                (B, n, head_dims) of those rows' patches.
+        """
+        attn = self.attn
+        cores = stream.extra
+        if cores is None or cores.shape[1] != num_cores:
+            raise ValueError(f'the stream must hold the {num_cores} cores as its extra tokens')
+        q_cores, k_cores, v_cores = attn.project_tokens(self.norm_attn(cores), *core_rope)
+        core_attention = OnlineCoreAttention(q_cores)
+        core_attention.add(k_cores, v_cores)
+        for start, stop in stream.bands:
+            tokens = stream.read(start, stop)
+            q, k, v = attn.project_tokens(self.norm_attn(tokens), *patch_rope(start, stop))
+            core_attention.add(k, v, stream.mask(start, stop))
+            patches = tokens + attn.project_out(attn.attend_to_cores(q, k_cores, v_cores))
+            stream.write(start, stop, self._add_mlp(patches))
+        stream.extra = self._add_mlp(cores + attn.project_out(core_attention.result()))

@@ -1,12 +1,12 @@
 """BasePlainBackbone.forward_streamed: the whole-image forward, band by band (InfViT,
-WeightFormer)."""
+WeightFormer, VECA)."""
 import os
 
 import numpy as np
 import pytest
 import torch
 
-from mmlinear.models.backbones import InfViT, WeightFormer
+from mmlinear.models.backbones import VECA, InfViT, WeightFormer
 from mmlinear.models.utils import pixel_padding_mask
 
 
@@ -35,6 +35,11 @@ def weightformer(dtype=torch.float64, **kwargs):
     arch = dict(embed_dims=32, num_layers=5, feedforward_channels=64)
     kwargs = dict(dict(arch=arch, patch_size=8, out_indices=(1, 4)), **kwargs)
     return randomised(WeightFormer(**kwargs)).to(dtype)
+
+
+def veca(dtype=torch.float64, **kwargs):
+    kwargs = dict(dict(arch='test', patch_size=8, out_indices=(0, 1)), **kwargs)
+    return randomised(VECA(**kwargs)).to(dtype)
 
 
 def image(shape=(2, 3, 77, 61), dtype=torch.float64, seed=1):
@@ -85,6 +90,38 @@ def test_weightformer_streamed_equals_forward_in_float64(out_type, chunk_rows, m
 def test_weightformer_streamed_equals_forward_in_float32():
     model = weightformer(torch.float32, out_type='featmap', out_indices=(0, 4))
     x = image((1, 3, 150, 98), torch.float32)
+    assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
+
+
+@pytest.mark.parametrize('out_type', ['featmap', 'cls_token'])
+@pytest.mark.parametrize('chunk_rows', [1, 3, 100])
+@pytest.mark.parametrize('masked', [False, True])
+def test_veca_streamed_equals_forward_in_float64(out_type, chunk_rows, masked):
+    """The cores move between blocks; the patches' RoPE angles are those of each image's
+    valid grid under a mask."""
+    model = veca(out_type=out_type, active_cores=16)
+    mask = pixel_padding_mask([(77, 61), (45, 30)], (77, 61)) if masked else None
+    assert_streamed_equals_whole(model, image(), mask, chunk_rows=chunk_rows)
+
+
+def test_veca_budget_and_output_projection_stream_too():
+    """``active_cores`` per call as forward takes it; the last output through the head's
+    projection to ``out_channels``."""
+    model = veca(out_channels=48, out_type='featmap')
+    x = image()
+    with torch.no_grad():
+        expected = model(x, active_cores=8)
+    streamed = model.forward_streamed(x, chunk_rows=4, active_cores=8)
+    assert streamed[-1].shape == (2, 48, 10, 8)
+    for got, want in zip(streamed, expected):
+        assert max_relative_error(got, want) <= 1e-12
+    with pytest.raises(ValueError, match=r'active_cores must be one of \(8, 16'):
+        model.forward_streamed(x, chunk_rows=4, active_cores=12)
+
+
+def test_veca_streamed_equals_forward_in_float32():
+    model = veca(torch.float32, arch='small', out_type='featmap', out_indices=(3, 11))
+    x = image((1, 3, 130, 98), torch.float32)
     assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
 
 

@@ -38,3 +38,27 @@ def test_a_worker_that_fails_otherwise_than_by_memory_is_an_error():
     with pytest.raises(RuntimeError, match='benchmark worker failed for') as error:
         launch_case(case, timeout=3600)
     assert "unknown model 'no-such-model'" in str(error.value)  # the worker's own error
+
+
+@pytest.mark.parametrize('stream_input', ['tensor', 'file'])
+def test_run_case_streams_and_predicts_its_peak(stream_input):
+    """Streamed cases run forward_streamed on the image (a tensor, or a raw file read by rows)
+    and report the memory model's prediction of their peak beside the measured one."""
+    case = dict(
+        model='weightformer-test',
+        resolution=(96, 64),
+        batch=1,
+        dtype='fp32',
+        mode='streamed',
+        device='cpu',
+        warmup=0,
+        repeats=1,
+        threads=torch.get_num_threads(),
+        chunk_rows=2,
+        stream_input=stream_input)
+    result = run_case(case)
+    assert result['status'] == 'ok' and result['peak_mem_mb'] > 0
+    # 1 x 3 x 96 x 64 float32 is 72 KiB more in memory when the image is a tensor.
+    tensor_mb = 3 * 96 * 64 * 4 / 2**20
+    expected_floor = tensor_mb if stream_input == 'tensor' else 0.
+    assert result['predicted_mem_mb'] > expected_floor

@@ -23,6 +23,8 @@ Examples:
         --device cuda --dtypes fp32 bf16 fp16 --mode train --batch-sizes 1 8
     python tools/analysis_tools/benchmark.py --models infvit-test-pure --resolutions 128 \\
         --compile --worker-timeout 1800 --out work_dirs/bench_compile
+    python tools/analysis_tools/benchmark.py --models infvit-4l-linear --resolutions 4096 \\
+        --modes forward streamed --out work_dirs/bench_streamed
 """
 import argparse
 import os
@@ -30,8 +32,9 @@ from dataclasses import fields
 from typing import List, Optional, Sequence
 
 from mmlinear.apis import backbone_config
-from mmlinear.apis.benchmark import (DEVICES, DTYPES, MODES, GridSettings, fit_line, machine_info,
-                                     run_grid, summarize_fits, write_outputs)
+from mmlinear.apis.benchmark import (DEVICES, DTYPES, MODES, STREAM_INPUTS, GridSettings, fit_line,
+                                     machine_info, run_grid, summarize_fits, write_outputs)
+from mmlinear.models.utils.token_stream import BUFFERS
 
 DEFAULTS = GridSettings()
 
@@ -61,7 +64,23 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         nargs='+',
         default=DEFAULTS.modes,
         choices=MODES,
-        help="'forward' (inference) or 'train' (forward + backward)")
+        help="'forward' (inference), 'train' (forward + backward) or 'streamed' "
+        '(Backbone.forward_streamed: the same outputs over bands of patch rows)')
+    parser.add_argument(
+        '--chunk-rows',
+        type=int,
+        default=DEFAULTS.chunk_rows,
+        help='streamed mode: patch rows per band (default: the model picks)')
+    parser.add_argument(
+        '--stream-buffer',
+        default=DEFAULTS.stream_buffer,
+        choices=BUFFERS,
+        help="streamed mode: the residual stream in memory or in a mapped file ('disk')")
+    parser.add_argument(
+        '--stream-input',
+        default=DEFAULTS.stream_input,
+        choices=STREAM_INPUTS,
+        help="streamed mode: the image as one tensor, or a raw file read by rows ('file')")
     parser.add_argument('--device', default=DEFAULTS.device, choices=DEVICES)
     parser.add_argument('--warmup', type=int, default=DEFAULTS.warmup)
     parser.add_argument('--repeats', type=int, default=DEFAULTS.repeats)

@@ -7,7 +7,8 @@ a fresh process), :mod:`.planner` (which cases run and how often, under a time b
 several side by side).
 ``tools/analysis_tools/benchmark.py`` is their command line.
 """
-from .cases import DEVICES, DTYPES, MODES, OK, PATCH_SIZE, image_hw, num_tokens, series_key
+from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, STREAM_INPUTS, image_hw, num_tokens,
+                    series_key)
 from .planner import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds, plan_runs,
                       run_grid)
 from .plotting import plot_scaling
@@ -17,9 +18,9 @@ from .timing import interleaved_ms, median_ms, time_ms
 from .worker import launch_case, run_case
 
 __all__ = [
-    'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'FlopRatio', 'GridSettings', 'SeriesPlanner',
-    'Step', 'estimate_seconds', 'fit_exponent', 'fit_line', 'format_exponent', 'interleaved_ms',
-    'image_hw', 'launch_case', 'machine_info', 'markdown_tables', 'median_ms', 'num_tokens',
-    'plan_runs', 'plot_scaling', 'run_case', 'run_grid', 'series_key', 'summarize_fits', 'time_ms',
-    'write_outputs'
+    'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'STREAM_INPUTS', 'FlopRatio', 'GridSettings',
+    'SeriesPlanner', 'Step', 'estimate_seconds', 'fit_exponent', 'fit_line', 'format_exponent',
+    'interleaved_ms', 'image_hw', 'launch_case', 'machine_info', 'markdown_tables', 'median_ms',
+    'num_tokens', 'plan_runs', 'plot_scaling', 'run_case', 'run_grid', 'series_key',
+    'summarize_fits', 'time_ms', 'write_outputs'
 ]

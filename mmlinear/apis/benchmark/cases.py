@@ -3,7 +3,9 @@ import math
 from typing import Sequence, Tuple, Union
 
 DTYPES = ('fp32', 'bf16', 'fp16')
-MODES = ('forward', 'train')
+MODES = ('forward', 'train', 'streamed')
+#: Where a streamed case's image comes from: one tensor in memory, or a raw file read by rows.
+STREAM_INPUTS = ('tensor', 'file')
 DEVICES = ('cpu', 'cuda')
 PATCH_SIZE = 16  # every preset uses 16 x 16 patches; tokens on the plots are patch tokens
 OK = 'ok'

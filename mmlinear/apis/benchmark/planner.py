@@ -15,7 +15,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .cases import DEVICES, DTYPES, MODES, OK, PATCH_SIZE, Resolution, image_hw, num_tokens
+from mmlinear.models.utils.token_stream import BUFFERS
+from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, STREAM_INPUTS, Resolution, image_hw,
+                    num_tokens)
 from .worker import launch_case
 
 #: (resolution, reference resolution) -> FLOPs at the first over FLOPs at the second.
@@ -200,6 +202,11 @@ class GridSettings:
         threads (int): torch CPU threads of the worker.
         compile (bool): Also time each case through ``torch.compile(fullgraph=True)`` and
             report compiled against eager time. The time budget plans the eager runs.
+        chunk_rows (int, optional): Streamed cases: patch rows per band. Defaults to None
+            (the model's default band).
+        stream_buffer (str): Streamed cases: 'memory' or 'disk'. Defaults to 'memory'.
+        stream_input (str): Streamed cases: the image as one 'tensor', or a raw 'file' read
+            by rows. Defaults to 'tensor'.
     """
     models: List[str] = field(default_factory=lambda: ['infvit-4l-linear', 'infvit-4l-softmax'])
     resolutions: List[int] = field(default_factory=lambda: [224, 512, 1024])
@@ -214,9 +221,13 @@ class GridSettings:
     mem_limit_gb: Optional[float] = None
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     compile: bool = False
+    chunk_rows: Optional[int] = None
+    stream_buffer: str = 'memory'
+    stream_input: str = 'tensor'
 
     def __post_init__(self) -> None:
-        for name, allowed in (('dtypes', DTYPES), ('modes', MODES), ('device', DEVICES)):
+        for name, allowed in (('dtypes', DTYPES), ('modes', MODES), ('device', DEVICES),
+                              ('stream_buffer', BUFFERS), ('stream_input', STREAM_INPUTS)):
             values = getattr(self, name)
             bad = [v for v in ([values] if isinstance(values, str) else values) if v not in allowed]
             if bad:
@@ -301,7 +312,12 @@ def run_grid(settings: GridSettings,
                     repeats=step.repeats,
                     threads=settings.threads,
                     mem_limit_gb=settings.mem_limit_gb,
-                    compile=settings.compile)
+                    compile=settings.compile and mode != 'streamed')
+                if mode == 'streamed':
+                    case.update(
+                        chunk_rows=settings.chunk_rows,
+                        stream_buffer=settings.stream_buffer,
+                        stream_input=settings.stream_input)
                 result = launch(case, settings.timeout)
                 planner.record(resolution, result)
                 row.update(
@@ -317,7 +333,9 @@ def run_grid(settings: GridSettings,
                         times_ms=result['times_ms'],
                         peak_mem_mb=result['peak_mem_mb'],
                         throughput_img_s=batch / (result['median_ms'] / 1e3))
-                    if settings.compile:
+                    if 'predicted_mem_mb' in result:
+                        row['predicted_mem_mb'] = result['predicted_mem_mb']
+                    if case['compile']:
                         row.update(
                             compile_s=result['compile_s'],
                             compiled_median_ms=result['compiled_median_ms'],

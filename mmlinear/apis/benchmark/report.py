@@ -13,7 +13,8 @@ from .cases import OK, num_tokens, series_key
 from .plotting import plot_scaling
 
 CSV_FIELDS = ('model', 'resolution', 'tokens', 'batch', 'dtype', 'mode', 'device', 'status',
-              'median_ms', 'throughput_img_s', 'peak_mem_mb', 'warmup', 'repeats', 'note')
+              'median_ms', 'throughput_img_s', 'peak_mem_mb', 'predicted_mem_mb', 'warmup',
+              'repeats', 'note')
 # Added to the CSV when the rows have compiled times (``--compile``).
 COMPILE_CSV_FIELDS = ('compiled_median_ms', 'compiled_over_eager', 'compile_s')
 
@@ -139,7 +140,43 @@ def markdown_tables(rows: List[dict], fits: List[dict]) -> str:
                          f'{r["resolution"]}px | {r["median_ms"]:,.1f} ms | '
                          f'{r["compiled_median_ms"]:,.1f} ms | {r["compiled_over_eager"]:.2f} | '
                          f'{r["compile_s"]:,.1f} s |')
-    return '\n'.join(lines) + '\n'
+    return '\n'.join(lines + streamed_table(rows)) + '\n'
+
+
+def streamed_table(rows: List[dict]) -> List[str]:
+    """Streamed against whole-image rows of the same case, with the memory model's
+    prediction beside the measured peak (lines of a markdown table; none without streamed
+    rows).
+
+    Args:
+        rows (list[dict]): Result rows.
+
+    Returns:
+        list[str]: The table's lines, preceded by a blank line.
+    """
+    streamed = [r for r in rows if r['mode'] == 'streamed' and r['status'] == OK]
+    if not streamed:
+        return []
+    lines = [
+        '', '| model | dtype | batch | resolution | whole | streamed | streamed / whole (time) | '
+        'streamed / whole (memory) | predicted peak | predicted / measured |',
+        '|---|---|---|---|---|---|---|---|---|---|'
+    ]
+    for r in streamed:
+        whole = next((w for w in rows if w['mode'] == 'forward' and w['status'] == OK and (
+            w['model'], w['dtype'], w['batch'],
+            w['resolution']) == (r['model'], r['dtype'], r['batch'], r['resolution'])), None)
+        shown = f'{r["median_ms"] / 1e3:,.1f} s / {r["peak_mem_mb"]:,.0f} MB'
+        whole_shown, time_ratio, mem_ratio = 'not run', '', ''
+        if whole is not None:
+            whole_shown = f'{whole["median_ms"] / 1e3:,.1f} s / {whole["peak_mem_mb"]:,.0f} MB'
+            time_ratio = f'{r["median_ms"] / whole["median_ms"]:.2f}'
+            mem_ratio = f'{r["peak_mem_mb"] / whole["peak_mem_mb"]:.2f}'
+        predicted = r.get('predicted_mem_mb')
+        lines.append(f'| {r["model"]} | {r["dtype"]} | {r["batch"]} | {r["resolution"]}px | '
+                     f'{whole_shown} | {shown} | {time_ratio} | {mem_ratio} | '
+                     f'{predicted:,.0f} MB | {predicted / r["peak_mem_mb"]:.2f} |')
+    return lines
 
 
 def machine_info(device: str) -> dict:

@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Tuple
+from typing import Any, Callable, Tuple
 
 from .cases import OK, image_hw
 from .timing import time_ms
@@ -62,6 +62,38 @@ def _is_oom(error: BaseException) -> bool:
     text = str(error).lower()
     return isinstance(error, MemoryError) or 'out of memory' in text or \
         "can't allocate memory" in text or 'cannot allocate memory' in text
+
+
+def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
+                                                           int]) -> Tuple[Callable, float]:
+    """The streamed forward of a case and its predicted peak memory (MiB).
+
+    The image is one tensor (``stream_input='tensor'``) or a raw file read by rows
+    (``'file'``, written a few rows at a time into a temporary folder, so it never is in
+    memory); the band height is the case's ``chunk_rows`` (None: the model's default) and the
+    buffer its ``stream_buffer``.
+    """
+    import tempfile
+
+    import torch
+
+    from .raw_image import RawImageFile
+    buffer = case.get('stream_buffer', 'memory')
+    if case.get('stream_input', 'tensor') == 'file':
+        with tempfile.TemporaryDirectory(prefix='mmlinear_bench_') as folder:
+            # Open, the file stays readable once its folder is gone.
+            source = RawImageFile.write_random(osp.join(folder, 'image.f32'), shape)
+    else:
+        source = torch.randn(*shape)
+    in_memory = isinstance(source, torch.Tensor)
+    chunk_rows = model.pick_chunk_rows(shape, case.get('chunk_rows'), None, buffer, in_memory)
+    predicted = model.predict_streamed_memory(
+        shape, chunk_rows=chunk_rows, buffer=buffer, input_in_memory=in_memory)
+
+    def run_model(forward: Callable = model) -> Tuple[Any, ...]:
+        return model.forward_streamed(source, chunk_rows=chunk_rows, buffer=buffer, progress=False)
+
+    return run_model, predicted.total_bytes / 2**20
 
 
 def run_case(case: dict) -> dict:
@@ -104,7 +136,14 @@ def run_case(case: dict) -> dict:
         else:
             baseline, method = _reset_cpu_peak()
         result['mem_method'] = method
-        x = torch.randn(case['batch'], 3, height, width, device=device)
+        shape = (case['batch'], 3, height, width)
+        if case['mode'] == 'streamed':
+            run_model, result['predicted_mem_mb'] = _streamed_forward(model, case, shape)
+        else:
+            x = torch.randn(*shape, device=device)
+
+            def run_model(forward: Callable = model) -> Tuple[Any, ...]:
+                return forward(x)
 
         def iteration(forward: Callable = model) -> None:
             grad = torch.enable_grad() if case['mode'] == 'train' else torch.inference_mode()
@@ -112,7 +151,7 @@ def run_case(case: dict) -> dict:
                     device.type,
                     dtype=autocast_dtype or torch.float32,
                     enabled=autocast_dtype is not None):
-                outs = forward(x)
+                outs = run_model(forward)
                 if case['mode'] == 'train':
                     sum(o.float().sum() for o in outs).backward()
             if case['mode'] == 'train':

@@ -344,11 +344,27 @@ class BasePlainBackbone(BaseModule):
             band_bytes=band_tokens * (self._stream_workspace_per_token() + pixels) * itemsize,
             chunk_rows=band[1] - band[0])
 
-    def _pick_chunk_rows(self, image_shape: Sequence[int], chunk_rows: Optional[int],
-                         mem_limit_gb: Optional[float], buffer: str, input_in_memory: bool) -> int:
-        """The band height of a call: ``chunk_rows`` as given; the tallest band (at most
-        ``chunk_rows``) whose predicted peak fits ``mem_limit_gb``; else the tallest whose band
-        pass fits :attr:`default_band_bytes`."""
+    def pick_chunk_rows(self,
+                        image_shape: Sequence[int],
+                        chunk_rows: Optional[int] = None,
+                        mem_limit_gb: Optional[float] = None,
+                        buffer: str = 'memory',
+                        input_in_memory: bool = True) -> int:
+        """The band height :meth:`forward_streamed` runs with.
+
+        Args:
+            image_shape (Sequence[int]): (B, C_in, H, W).
+            chunk_rows (int, optional): The height asked for, taken as it is without a limit.
+            mem_limit_gb (float, optional): Take the tallest band (at most ``chunk_rows``)
+                whose predicted peak fits; refuse (ValueError, with the predicted figure)
+                when none does.
+            buffer (str): As :meth:`predict_streamed_memory`. Defaults to 'memory'.
+            input_in_memory (bool): As :meth:`predict_streamed_memory`. Defaults to True.
+
+        Returns:
+            int: Patch rows per band; without ``chunk_rows`` and ``mem_limit_gb``, the tallest
+            band whose pass holds at most :attr:`default_band_bytes`.
+        """
         if chunk_rows is not None and mem_limit_gb is None:
             return chunk_rows
         grid_h = -(-image_shape[2] // self.patch_size)
@@ -503,8 +519,8 @@ class BasePlainBackbone(BaseModule):
             row_bands(1, chunk_rows)  # refuses a bad height whatever the limit
         if padding_mask is None:
             padding_mask = getattr(x, 'padding_mask', None)
-        chunk_rows = self._pick_chunk_rows(image.shape, chunk_rows, mem_limit_gb, buffer,
-                                           isinstance(x, Tensor))
+        chunk_rows = self.pick_chunk_rows(image.shape, chunk_rows, mem_limit_gb, buffer,
+                                          isinstance(x, Tensor))
         weight = self.patch_embed.projection.weight
         token_padding_mask = streamed_token_padding_mask(padding_mask, image.shape, p)
         if token_padding_mask is not None:

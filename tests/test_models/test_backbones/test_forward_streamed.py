@@ -246,8 +246,8 @@ def test_memory_limit_picks_the_tallest_band_that_fits():
     shape = (2, 3, 77, 61)
     sizes = {r: model.predict_streamed_memory(shape, chunk_rows=r).total_bytes for r in (1, 4, 5)}
     limit = (sizes[4] + sizes[5]) / 2 / 2**30
-    assert model._pick_chunk_rows(shape, None, limit, 'memory', True) == 4
-    assert model._pick_chunk_rows(shape, 2, limit, 'memory', True) == 2  # chunk_rows caps it
+    assert model.pick_chunk_rows(shape, None, limit, 'memory', True) == 4
+    assert model.pick_chunk_rows(shape, 2, limit, 'memory', True) == 2  # chunk_rows caps it
     streamed = assert_streamed_equals_whole(model, image(shape), mem_limit_gb=limit)
     assert streamed[-1].shape == (2, 32, 10, 8)
     with pytest.raises(ValueError, match=r'needs 0\.\d\d GB \(input .*, limit 1e-06 GB'):
@@ -258,5 +258,5 @@ def test_without_band_height_or_limit_the_band_fits_the_default_workspace():
     model = infvit(out_type='featmap')
     model.default_band_bytes = model.predict_streamed_memory((2, 3, 77, 61),
                                                              chunk_rows=6).band_bytes
-    assert model._pick_chunk_rows((2, 3, 77, 61), None, None, 'memory', True) == 6
+    assert model.pick_chunk_rows((2, 3, 77, 61), None, None, 'memory', True) == 6
     assert_streamed_equals_whole(model, image())

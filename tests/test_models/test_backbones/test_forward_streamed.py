@@ -260,3 +260,16 @@ def test_without_band_height_or_limit_the_band_fits_the_default_workspace():
                                                              chunk_rows=6).band_bytes
     assert model.pick_chunk_rows((2, 3, 77, 61), None, None, 'memory', True) == 6
     assert_streamed_equals_whole(model, image())
+
+
+@pytest.mark.parametrize('build', [infvit, weightformer, veca])
+def test_streamed_under_bf16_autocast_stays_at_bf16_rounding_of_forward(build):
+    """Under CPU bf16 autocast both paths round their products to bfloat16 (in different
+    places: the summaries are summed in float32 band by band); they agree to bf16 rounding."""
+    model = build(torch.float32, out_type='featmap')
+    x = image(dtype=torch.float32)
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+        expected = model(x)
+        streamed = model.forward_streamed(x, chunk_rows=2)
+    for got, want in zip(streamed, expected):
+        assert max_relative_error(got.float(), want.float()) <= 3e-2

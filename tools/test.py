@@ -15,9 +15,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, config_scope,
+from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher,
                            fix_dataloaders, load_config, parse_tool_args, prepare_launcher,
-                           set_work_dir)
+                           set_work_dir, toolbox_scope)
 
 
 def parse_args() -> argparse.Namespace:
@@ -64,7 +64,7 @@ def main() -> None:
     if not os.path.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
     cfg = load_config(args.config, args.cfg_options)
-    scope = config_scope(cfg)
+    scope = toolbox_scope(cfg)
     set_work_dir(cfg, args.work_dir, args.config)
     cfg.load_from = args.checkpoint
     if args.out:

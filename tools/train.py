@@ -14,9 +14,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, config_scope,
-                           enable_amp, fix_dataloaders, load_config, parse_tool_args,
-                           prepare_launcher, set_work_dir)
+from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, enable_amp,
+                           fix_dataloaders, load_config, parse_tool_args, prepare_launcher,
+                           set_work_dir, toolbox_scope)
 
 
 def parse_args() -> argparse.Namespace:
@@ -44,7 +44,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     cfg = load_config(args.config, args.cfg_options)
-    config_scope(cfg)
+    toolbox_scope(cfg)
     set_work_dir(cfg, args.work_dir, args.config)
     if args.amp:
         enable_amp(cfg)

@@ -11,16 +11,16 @@ from .images import IMAGE_EXTENSIONS, list_images, load_images
 from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backbone_config,
                             build_backbone, build_classifier, input_normalization)
 from .runner_setup import (SCOPES, add_common_arguments, check_dataset_paths, close_launcher,
-                           config_scope, enable_amp, fix_dataloaders, load_config, parse_tool_args,
-                           prepare_launcher, set_work_dir)
+                           enable_amp, fix_dataloaders, load_config, parse_tool_args,
+                           prepare_launcher, set_work_dir, toolbox_scope)
 from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 
 __all__ = [
     'BACKBONE_PRESETS', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS',
     'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES', 'add_common_arguments',
     'backbone_config', 'build_backbone', 'build_classifier', 'check_dataset_paths',
-    'close_launcher', 'config_scope', 'convert_vit_checkpoint', 'count_flops', 'count_params',
-    'detect_task', 'enable_amp', 'fix_dataloaders', 'infer_image', 'input_normalization',
-    'list_images', 'load_config', 'load_images', 'parse_tool_args', 'prepare_launcher',
-    'save_converted', 'set_work_dir'
+    'close_launcher', 'convert_vit_checkpoint', 'count_flops', 'count_params', 'detect_task',
+    'enable_amp', 'fix_dataloaders', 'infer_image', 'input_normalization', 'list_images',
+    'load_config', 'load_images', 'parse_tool_args', 'prepare_launcher', 'save_converted',
+    'set_work_dir', 'toolbox_scope'
 ]

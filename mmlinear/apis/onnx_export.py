@@ -24,7 +24,7 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from torch import Tensor, nn
 
-from .runner_setup import config_scope
+from .runner_setup import toolbox_scope
 
 # The dynamo exporter translates to opset 18 and up; lower requests are silently kept at 18.
 MIN_OPSET = 18
@@ -105,10 +105,10 @@ def build_export_model(cfg: Config,
             ``active_cores`` is given for a backbone that has no core budget or is not
             one of its budgets.
     """
-    import mmlinear.models  # noqa: F401  (registers the backbones and the config scope)
+    import mmlinear.models  # noqa: F401  (registers the backbones and the mmlinear:: config scope)
     from mmlinear.models import VECA
     try:
-        task = config_scope(cfg)
+        task = toolbox_scope(cfg)
     except ValueError as error:
         raise ExportError(str(error)) from None
     init_default_scope(task)

@@ -58,7 +58,7 @@ def load_config(path: str, cfg_options: Optional[dict] = None) -> Config:
     return cfg
 
 
-def config_scope(cfg: Config) -> str:
+def toolbox_scope(cfg: Config) -> str:
     """The toolbox a config belongs to, from its ``default_scope``.
 
     Raises:

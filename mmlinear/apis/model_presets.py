@@ -16,44 +16,52 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from torch import nn
 
+from mmlinear.models import VECA, InfViT, WeightFormer
+
 if TYPE_CHECKING:
     from mmengine.model import BaseModel
 
-# Width and depth of the InfViT-4L preset, for its matched mmpretrain softmax baseline.
-_VIT_4L = dict(embed_dims=1024, num_layers=4, num_heads=16, feedforward_channels=4096)
-_VIT_TEST = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 
+def _zoo_presets(backbone: type, prefix: str, archs: Sequence[str]) -> Dict[str, dict]:
+    """Presets ``<prefix><arch>`` of a backbone, each naming an entry of its ``arch_zoo``.
 
-def _infvit(arch: str, attn_type: str) -> dict:
-    return dict(type='mmlinear.InfViT', arch=arch, attn_type=attn_type)
+    The architecture is referred to by its name, never restated, so a preset cannot drift
+    from the backbone's own table.
+    """
+    missing = [arch for arch in archs if arch not in backbone.arch_zoo]
+    if missing:
+        raise KeyError(f'{backbone.__name__}.arch_zoo has no {", ".join(missing)}')
+    return {
+        f'{prefix}{arch}': dict(type=f'mmlinear.{backbone.__name__}', arch=arch)
+        for arch in archs
+    }
 
 
 def _mmpretrain_vit(arch: Union[str, dict]) -> dict:
     return dict(type='mmpretrain.VisionTransformer', arch=arch, img_size=224, patch_size=16)
 
 
+# InfViT's arch_zoo names already start with 'infvit-'.
+_INFVIT_ARCHS = _zoo_presets(InfViT, '', ('infvit-4l', 'infvit-24l', 'infvit-demo', 'infvit-test'))
+
 BACKBONE_PRESETS: Dict[str, dict] = {
     **{
-        f'infvit-{size}-{attn}': _infvit(f'infvit-{size}', attn)
-        for size in ('4l', '24l', 'demo', 'test')
+        f'{name}-{attn}': dict(preset, attn_type=attn)
+        for name, preset in _INFVIT_ARCHS.items()
         for attn in ('linear', 'pure', 'softmax')
     },
-    **{
-        f'weightformer-{arch}': dict(type='mmlinear.WeightFormer', arch=arch)
-        for arch in ('t', 's', 'b')
-    },
-    'weightformer-test': dict(
-        type='mmlinear.WeightFormer',
-        arch=dict(embed_dims=32, num_layers=4, feedforward_channels=64)),
-    **{
-        f'veca-{arch}': dict(type='mmlinear.VECA', arch=arch)
-        for arch in ('small', 'splus', 'base', 'large')
-    },
-    # Softmax baselines: mmpretrain's ViT, whose attention is F.scaled_dot_product_attention.
-    'vit-4l-sdpa': _mmpretrain_vit(_VIT_4L),
-    'vit-test-sdpa': _mmpretrain_vit(_VIT_TEST),
-    'deit-t-sdpa': _mmpretrain_vit('deit-tiny'),
-    'deit-s-sdpa': _mmpretrain_vit('deit-small'),
+    **_zoo_presets(WeightFormer, 'weightformer-', ('t', 's', 'b', 'test')),
+    **_zoo_presets(VECA, 'veca-', ('small', 'splus', 'base', 'large')),
+    # Softmax baselines: mmpretrain's ViT, whose attention is F.scaled_dot_product_attention,
+    # with the width and depth of an InfViT architecture.
+    'vit-4l-sdpa':
+    _mmpretrain_vit(dict(InfViT.arch_zoo['infvit-4l'])),
+    'vit-test-sdpa':
+    _mmpretrain_vit(dict(InfViT.arch_zoo['infvit-test'])),
+    'deit-t-sdpa':
+    _mmpretrain_vit('deit-tiny'),
+    'deit-s-sdpa':
+    _mmpretrain_vit('deit-small'),
 }
 
 
@@ -99,7 +107,6 @@ def build_backbone(model: str,
     """
     cfg, scope = backbone_config(model)
     cfg.update(overrides or {})
-    import mmlinear.models  # noqa: F401  (registers the mmlinear backbones)
     init_default_scope(scope)
     backbone = MODELS.build(cfg)
     if hasattr(backbone, 'init_weights'):
@@ -155,7 +162,6 @@ def build_classifier(config: Union[str, Config], checkpoint: Optional[str] = Non
     Raises:
         ValueError: If the config's model has no classification head.
     """
-    import mmlinear.models  # noqa: F401  (registers the backbones and the config scope)
     cfg = Config.fromfile(config) if isinstance(config, str) else config.copy()
     if 'head' not in cfg.model:
         raise ValueError(f'{cfg.filename} has no classification head; the perturbation metrics '

@@ -3,6 +3,7 @@ import torch
 
 from mmlinear.apis import (BACKBONE_PRESETS, IMAGENET_MEAN, backbone_config, build_backbone,
                            build_classifier, input_normalization)
+from mmlinear.models import VECA, InfViT, WeightFormer
 
 DEMO_CLS = 'configs/demo/infvit-demo-linear_shapes-cls.py'
 
@@ -12,15 +13,27 @@ def test_presets_and_configs_build_the_named_backbones():
     assert build_backbone('infvit-test-pure').attn_type == 'pure'
     vit = build_backbone('vit-test-sdpa')
     assert type(vit).__name__ == 'VisionTransformer' and vit.embed_dims == 32
-    # The softmax baseline has InfViT-4L's width and depth.
-    assert {k: BACKBONE_PRESETS['vit-4l-sdpa']['arch'][k] for k in ('embed_dims', 'num_layers')} \
-        == dict(embed_dims=1024, num_layers=4)
     cfg, scope = backbone_config(DEMO_CLS)
     assert cfg['type'] == 'mmlinear.InfViT' and cfg['arch'] == 'infvit-demo'
     assert scope == 'mmpretrain'
     assert build_backbone(DEMO_CLS, dict(attn_type='softmax')).attn_type == 'softmax'
     with pytest.raises(ValueError, match="unknown model 'nope'.*infvit-4l-linear"):
         backbone_config('nope')
+
+
+def test_presets_name_their_backbones_arch_zoo_entries():
+    """A preset refers to an ``arch_zoo`` entry by name and never restates one, so it
+    cannot drift from the backbone's table (the softmax baselines copy InfViT's)."""
+    zoos = {f'mmlinear.{cls.__name__}': cls.arch_zoo for cls in (InfViT, WeightFormer, VECA)}
+    for name, preset in BACKBONE_PRESETS.items():
+        if preset['type'] in zoos:
+            assert preset['arch'] in zoos[preset['type']], name
+    assert BACKBONE_PRESETS['vit-4l-sdpa']['arch'] == InfViT.arch_zoo['infvit-4l']
+    assert BACKBONE_PRESETS['vit-test-sdpa']['arch'] == InfViT.arch_zoo['infvit-test']
+    # weightformer-test is the backbone's own 'test' architecture, 2 blocks wide 32.
+    test = build_backbone('weightformer-test')
+    assert test.arch_settings == WeightFormer.arch_zoo['test']
+    assert (test.embed_dims, test.num_layers) == (32, 2)
 
 
 def test_whole_model_checkpoints_load_their_backbone(tmp_path):

@@ -1,6 +1,6 @@
 # Demo: UperNet with a VECA backbone on the bundled 128x128 ADE-style shapes (background,
 # circle, square, triangle), evaluated by mIoU: the InfViT demo with the 4-block, 96-wide VECA
-# of the classification demo (16x16 patches, C = 64).
+# of the classification demo (16x16 patches, K = 64).
 # Generate the data first: python tools/misc/make_tiny_datasets.py
 _base_ = ['./upernet_infvit-demo-linear_shapes-ade.py', '../_base_/veca_variables.py']
 

@@ -1,4 +1,4 @@
-# UperNet on ADE20K (512x512 crops, 160k iterations) with VECA-B at C = 64 through a simple
+# UperNet on ADE20K (512x512 crops, 160k iterations) with VECA-B at K = 64 through a simple
 # pyramid, AdamW as the Swin-T template (the shared recipe in ../_base_/), no decay on norms
 # (the core bank is decayed, as in the reference distillation). The paper reports no ADE20K
 # result; this config is provided untrained. Start from a distilled student with

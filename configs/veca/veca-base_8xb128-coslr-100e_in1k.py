@@ -1,4 +1,4 @@
-# VECA-B fine-tuned end to end on ImageNet-1K at C = 64 from a distilled checkpoint:
+# VECA-B fine-tuned end to end on ImageNet-1K at K = 64 from a distilled checkpoint:
 # mmpretrain's Swin/DeiT-style recipe (AdamW 1e-3 at batch 1024, wd 0.05 with none on norms,
 # biases and 1-D parameters; the core bank is decayed, as in the reference distillation;
 # 5-epoch warm-up, cosine over 100 epochs, RandAugment, random erasing, Mixup 0.8 / CutMix

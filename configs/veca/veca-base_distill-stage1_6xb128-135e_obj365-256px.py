@@ -10,7 +10,7 @@
 # Deviation: plain AdamW for every parameter, where the reference uses NorMuon for the 2-D
 # block weights and AdamW for the rest (configs/veca/README.md); the effect is unknown.
 # Distillation has no predictions, so there is no val/test loop (the reference validates the
-# loss at C = 64); evaluate the student with the ImageNet / COCO / ADE20K configs here.
+# loss at K = 64); evaluate the student with the ImageNet / COCO / ADE20K configs here.
 _base_ = [
     '../_base_/models/veca-distill_dinov3-vitb16.py',
     'mmpretrain::_base_/default_runtime.py',

@@ -1,4 +1,4 @@
-# Frozen VECA-B (C = 64) linear probe on ImageNet-1K: the global token (core 0 after the
+# Frozen VECA-B (K = 64) linear probe on ImageNet-1K: the global token (core 0 after the
 # final norm) through a BatchNorm neck and a linear head, mmpretrain's MAE linear-probe recipe
 # (mae/benchmarks/vit-base-p16_8xb2048-linear-coslr-90e_in1k.py: LARS lr 6.4 at 8 x 2048,
 # 10-epoch warm-up, cosine over 90 epochs, no weight decay, fp16 AMP with a dynamic loss

@@ -34,7 +34,7 @@ def test_budget_draws_follow_the_reference_weights():
     freq = frequencies(draws, hook.budgets)
     # Each frequency within 4 binomial standard deviations of its probability.
     assert (np.abs(freq - expected) < 4 * np.sqrt(expected * (1 - expected) / n)).all(), freq
-    assert abs(np.mean(draws) - 44) < 0.5  # E[C] = sum(w_i C_i) / sum(w_i) = 880 / 20 = 44
+    assert abs(np.mean(draws) - 44) < 0.5  # E[K] = sum(w_i K_i) / sum(w_i) = 880 / 20 = 44
 
 
 def test_budget_draws_depend_only_on_seed_and_iteration():

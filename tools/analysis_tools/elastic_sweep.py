@@ -1,16 +1,16 @@
 """VECA elastic sweep: quality and latency at every core budget, with a plot.
 
-For each budget C (default 8, 16, ..., 64) the same weights are evaluated:
+For each budget K (default 8, 16, ..., 64) the same weights are evaluated:
 
 - with a classifier config (a VECA backbone and a head) and its test dataloader: top-1
   accuracy and the mean cross-entropy on that dataset;
 - otherwise (a preset or a backbone config, any images): the feature loss against the full
-  budget, ``1 - cos(global_C, global_max)`` and the same for the patch features, averaged
+  budget, ``1 - cos(global_K, global_max)`` and the same for the patch features, averaged
   over the images (``forward_tokens``), which needs no labels and no head;
 
 and the backbone's forward latency at ``--img-size`` (batch 1, median of ``--repeats``).
 
-The budget is passed as ``active_cores=C`` to ``forward`` / ``forward_tokens``; inside a
+The budget is passed as ``active_cores=K`` to ``forward`` / ``forward_tokens``; inside a
 classifier, whose forward does not take it, the backbone's ``active_cores`` attribute is set
 (VECA's ``forward`` falls back to it when it is given no ``active_cores=``).
 
@@ -84,7 +84,7 @@ def plot(rows: List[dict], metric: str, path: str, title: str) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.3))
     budgets = [r['active_cores'] for r in rows]
     ax.plot(budgets, [r[metric] for r in rows], marker='o', color='C0')
-    ax.set_xlabel('active cores C')
+    ax.set_xlabel('active cores K')
     ax.set_ylabel(metric, color='C0')
     twin = ax.twinx()
     twin.plot(budgets, [r['latency_ms'] for r in rows], marker='s', color='C1')

@@ -1,9 +1,9 @@
 """Nested ("elastic") core-budget training for VECA: one budget per iteration.
 
 As the reference trains (``nested_budgets`` / ``nested_budget_weights`` in its
-``veca/config.py``): at every optimisation step one budget C is drawn for the whole global
-batch from C in {8, 16, ..., 64} with weights (1, 1, 2, 2, 3, 3, 4, 4); the model keeps the
-prefix of C cores for the whole forward pass. Validation and testing use a fixed budget.
+``veca/config.py``): at every optimisation step one budget K is drawn for the whole global
+batch from K in {8, 16, ..., 64} with weights (1, 1, 2, 2, 3, 3, 4, 4); the model keeps the
+prefix of K cores for the whole forward pass. Validation and testing use a fixed budget.
 """
 from typing import List, Optional, Sequence
 
@@ -41,7 +41,7 @@ class ElasticCoreBudgetHook(Hook):
         budgets (Sequence[int]): The budgets to draw from. Defaults to the reference
             ``(8, 16, ..., 64)``.
         weights (Sequence[float]): Unnormalised sampling weights, one per budget. Defaults
-            to the reference ``(1, 1, 2, 2, 3, 3, 4, 4)`` (P = 0.05 ... 0.20, E[C] = 44).
+            to the reference ``(1, 1, 2, 2, 3, 3, 4, 4)`` (P = 0.05 ... 0.20, E[K] = 44).
         eval_cores (int): Budget for validation and testing, also left on the model after
             training. Defaults to 64.
         seed (int, optional): Seed shared by all ranks. Defaults to None (rank 0's run seed).

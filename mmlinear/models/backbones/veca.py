@@ -140,7 +140,7 @@ class VECA(BasePlainBackbone):
 
     @property
     def active_cores(self) -> int:
-        """The default core budget C, validated on assignment (8, 16, ..., 64)."""
+        """The default core budget K, validated on assignment (8, 16, ..., 64)."""
         return self._active_cores
 
     @active_cores.setter

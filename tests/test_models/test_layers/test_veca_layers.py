@@ -14,15 +14,15 @@ from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope
                                     move_cores, patch_grid_coords, rotate_pairs)
 from mmlinear.models.utils import extend_padding_mask
 
-C, N, D, HEADS = 8, 12, 64, 2  # head width 32: 8 frequencies, 1 zeroed
+K, N, D, HEADS = 8, 12, 64, 2  # head width 32: 8 frequencies, 1 zeroed
 
 
 def block_inputs(seed=0, batch=2):
     """Random [cores; patches] tokens and coordinates: cores inside (-1, 1), patches on a
     3 x 4 grid."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, C + N, D, generator=g)
-    cores = torch.rand(batch, C, 2, generator=g) * 1.8 - 0.9
+    x = torch.randn(batch, K + N, D, generator=g)
+    cores = torch.rand(batch, K, 2, generator=g) * 1.8 - 0.9
     patches = patch_grid_coords((3, 4)).expand(batch, -1, -1)
     return x, torch.cat([cores, patches], dim=1)
 
@@ -40,7 +40,7 @@ def run_block(block, x, coords, rope=None):
     rope = rope or Rope2D(D // HEADS)
     cos, sin = rope(coords)
     with torch.no_grad():
-        return block(x, num_cores=C, cos=cos, sin=sin)
+        return block(x, num_cores=K, cos=cos, sin=sin)
 
 
 # --- 2D RoPE --------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_block_matches_its_definition():
     x, coords = block_inputs()
     cos, sin = Rope2D(D // HEADS)(coords)
     with torch.no_grad():
-        h = x + block.attn(block.norm_attn(x), num_cores=C, cos=cos, sin=sin)
+        h = x + block.attn(block.norm_attn(x), num_cores=K, cos=cos, sin=sin)
         u, g = block.fc1(block.norm_ffn(h)).split(96, dim=-1)
         expected = h + block.fc2(F.silu(u) * g)
     torch.testing.assert_close(run_block(block, x, coords), expected, atol=0, rtol=0)
@@ -197,14 +197,14 @@ def test_block_locality():
     block = make_block()
     x, coords = block_inputs()
     out = run_block(block, x, coords)
-    i = C + 5
+    i = K + 5
     x2 = x.clone()
     x2[:, i] += torch.randn(D)
     out2 = run_block(block, x2, coords)
-    others = [t for t in range(C, C + N) if t != i]
+    others = [t for t in range(K, K + N) if t != i]
     assert (out2[:, others] - out[:, others]).abs().max() == 0.0  # bit-identical
     assert (out2[:, i] - out[:, i]).abs().max() > 1e-3
-    assert ((out2[:, :C] - out[:, :C]).abs().amax(-1) > 0).all()  # every core changes
+    assert ((out2[:, :K] - out[:, :K]).abs().amax(-1) > 0).all()  # every core changes
 
 
 def test_equals_one_dense_masked_attention():
@@ -215,16 +215,16 @@ def test_equals_one_dense_masked_attention():
             p.add_(torch.randn_like(p) * 0.1)
     x, coords = block_inputs()
     cos, sin = Rope2D(D // HEADS)(coords)
-    T = C + N
+    T = K + N
     idx = torch.arange(T)
-    allowed = (idx[:, None] < C) | (idx[None, :] < C)
+    allowed = (idx[:, None] < K) | (idx[None, :] < K)
     with torch.no_grad():
         q = apply_rope(attn.split_heads(attn.q_proj(x)), cos, sin)
         k = apply_rope(attn.split_heads(attn.k_proj(x)), cos, sin)
         v = attn.split_heads(attn.v_proj(x))
         dense = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         dense = attn.out_proj(dense.transpose(1, 2).reshape(2, T, D))
-        two_calls = attn(x, num_cores=C, cos=cos, sin=sin)
+        two_calls = attn(x, num_cores=K, cos=cos, sin=sin)
     torch.testing.assert_close(two_calls, dense, atol=1e-6, rtol=0)
 
 
@@ -235,17 +235,17 @@ def test_padded_patches_are_invisible_to_the_cores():
     mask = torch.zeros(1, N, dtype=torch.bool)
     mask[:, 7:] = True
     cos, sin = Rope2D(D // HEADS)(coords)
-    keep = C + 7
+    keep = K + 7
     with torch.no_grad():
-        masked = block(x, mask, num_cores=C, cos=cos, sin=sin)
+        masked = block(x, mask, num_cores=K, cos=cos, sin=sin)
         x_noise = x.clone()
         x_noise[:, keep:] += torch.randn(N - 7, D) * 5  # padding content must not matter
-        masked_noise = block(x_noise, mask, num_cores=C, cos=cos, sin=sin)
-        dropped = block(x[:, :keep], num_cores=C, cos=cos[:, :keep], sin=sin[:, :keep])
+        masked_noise = block(x_noise, mask, num_cores=K, cos=cos, sin=sin)
+        dropped = block(x[:, :keep], num_cores=K, cos=cos[:, :keep], sin=sin[:, :keep])
     torch.testing.assert_close(masked[:, :keep], dropped, atol=1e-6, rtol=0)
     torch.testing.assert_close(masked_noise[:, :keep], masked[:, :keep], atol=1e-6, rtol=0)
     unmasked = run_block(block, x, coords)
-    assert (unmasked[:, :C] - masked[:, :C]).abs().max() > 1e-4  # the mask does something
+    assert (unmasked[:, :K] - masked[:, :K]).abs().max() > 1e-4  # the mask does something
 
 
 def test_core_attention_weights_are_the_rows_sdpa_applies():
@@ -258,20 +258,20 @@ def test_core_attention_weights_are_the_rows_sdpa_applies():
     mask = torch.zeros(2, N, dtype=torch.bool)
     mask[1, 9:] = True
     with torch.no_grad():
-        out, weights = block(x, mask, num_cores=C, cos=cos, sin=sin, need_weights=True)
+        out, weights = block(x, mask, num_cores=K, cos=cos, sin=sin, need_weights=True)
         torch.testing.assert_close(
-            out, block(x, mask, num_cores=C, cos=cos, sin=sin), atol=0, rtol=0)
+            out, block(x, mask, num_cores=K, cos=cos, sin=sin), atol=0, rtol=0)
         normed = block.norm_attn(x)
         v = attn.split_heads(attn.v_proj(normed))
         sdpa_cores = F.scaled_dot_product_attention(
-            apply_rope(attn.split_heads(attn.q_proj(normed)), cos, sin)[:, :, :C],
+            apply_rope(attn.split_heads(attn.q_proj(normed)), cos, sin)[:, :, :K],
             apply_rope(attn.split_heads(attn.k_proj(normed)), cos, sin),
             v,
-            attn_mask=~extend_padding_mask(mask, C, C + N)[:, None, None, :])
-    assert weights.shape == (2, HEADS, C, C + N)
+            attn_mask=~extend_padding_mask(mask, K, K + N)[:, None, None, :])
+    assert weights.shape == (2, HEADS, K, K + N)
     torch.testing.assert_close(weights @ v, sdpa_cores, atol=1e-5, rtol=0)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(2, HEADS, C))
-    assert bool((weights[1, :, :, C + 9:] == 0).all()) and bool((weights[0] > 0).all())
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, HEADS, K))
+    assert bool((weights[1, :, :, K + 9:] == 0).all()) and bool((weights[0] > 0).all())
 
 
 def test_attention_rejects_a_budget_without_patches():
@@ -279,7 +279,7 @@ def test_attention_rejects_a_budget_without_patches():
     x, coords = block_inputs()
     with pytest.raises(ValueError, match='num_cores'):
         cos, sin = Rope2D(D // HEADS)(coords)
-        attn(x, num_cores=C + N, cos=cos, sin=sin)
+        attn(x, num_cores=K + N, cos=cos, sin=sin)
     with pytest.raises(ValueError, match='divisible by num_heads'):
         CorePeripheryAttention(30, 4)
 
@@ -298,11 +298,11 @@ def test_patch_permutation_equivariance():
     block = make_block()
     x, coords = block_inputs()
     perm = torch.randperm(N, generator=torch.Generator().manual_seed(1))
-    order = torch.cat([torch.arange(C), C + perm])
+    order = torch.cat([torch.arange(K), K + perm])
     out = run_block(block, x, coords)
     out_perm = run_block(block, x[:, order], coords[:, order])
-    torch.testing.assert_close(out_perm[:, C:], out[:, C + perm], atol=1e-6, rtol=0)
-    torch.testing.assert_close(out_perm[:, :C], out[:, :C], atol=1e-6, rtol=0)
+    torch.testing.assert_close(out_perm[:, K:], out[:, K + perm], atol=1e-6, rtol=0)
+    torch.testing.assert_close(out_perm[:, :K], out[:, :K], atol=1e-6, rtol=0)
 
 
 # --- core bank and coordinate head -----------------------------------------------------------
@@ -367,7 +367,7 @@ def test_coordinate_head():
     linears, alpha = build_coordinate_head(D, 5)
     assert len(linears) == 4 and all(lin.weight.shape == (2, D) for lin in linears)
     assert torch.equal(alpha.data, torch.full((4, ), 0.01))
-    raw, cores = torch.randn(2, C, 2), torch.randn(2, C, D)
+    raw, cores = torch.randn(2, K, 2), torch.randn(2, K, D)
     moved = move_cores(raw, cores, linears[1], alpha[1])
     torch.testing.assert_close(moved, raw + 0.01 * linears[1](cores))
     assert build_coordinate_head(D, 1)[1].shape == (0, )

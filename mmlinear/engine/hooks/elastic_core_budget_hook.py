@@ -11,12 +11,13 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from torch import nn
 
+from mmlinear.models.backbones import VECA
 from mmlinear.models.layers import check_core_budget
 from mmlinear.registry import HOOKS
 from .shared_draw import draw_shared, sampling_probabilities, shared_seed
 
-MAX_CORES, CHUNK_SIZE = 64, 8  # the bank size and budget granularity of every VECA family
-REFERENCE_BUDGETS = tuple(range(CHUNK_SIZE, MAX_CORES + 1, CHUNK_SIZE))
+# Every prefix of whole chunks of VECA's core bank, as the reference's nested budgets.
+REFERENCE_BUDGETS = tuple(range(VECA.core_chunk_size, VECA.max_cores + 1, VECA.core_chunk_size))
 REFERENCE_WEIGHTS = (1, 1, 2, 2, 3, 3, 4, 4)
 
 
@@ -43,7 +44,7 @@ class ElasticCoreBudgetHook(Hook):
         weights (Sequence[float]): Unnormalised sampling weights, one per budget. Defaults
             to the reference ``(1, 1, 2, 2, 3, 3, 4, 4)`` (P = 0.05 ... 0.20, E[K] = 44).
         eval_cores (int): Budget for validation and testing, also left on the model after
-            training. Defaults to 64.
+            training. Defaults to 64 (``VECA.max_cores``, the whole bank).
         seed (int, optional): Seed shared by all ranks. Defaults to None (rank 0's run seed).
     """
 
@@ -53,15 +54,15 @@ class ElasticCoreBudgetHook(Hook):
     def __init__(self,
                  budgets: Sequence[int] = REFERENCE_BUDGETS,
                  weights: Sequence[float] = REFERENCE_WEIGHTS,
-                 eval_cores: int = 64,
+                 eval_cores: int = VECA.max_cores,
                  seed: Optional[int] = None) -> None:
         self.budgets = tuple(budgets)
         for budget in self.budgets:
-            check_core_budget(budget, MAX_CORES, CHUNK_SIZE)
+            check_core_budget(budget, VECA.max_cores, VECA.core_chunk_size)
         if len(set(self.budgets)) != len(self.budgets):
             raise ValueError(f'budgets must not repeat, got {self.budgets}')
         self.probs = sampling_probabilities('budgets', self.budgets, weights)
-        self.eval_cores = check_core_budget(eval_cores, MAX_CORES, CHUNK_SIZE)
+        self.eval_cores = check_core_budget(eval_cores, VECA.max_cores, VECA.core_chunk_size)
         self.seed = seed
         self._targets: List[nn.Module] = []
 
@@ -87,11 +88,12 @@ class ElasticCoreBudgetHook(Hook):
             raise ValueError(f'ElasticCoreBudgetHook found no module with an `active_cores` '
                              f'attribute (a VECA backbone) in {type(model).__name__}')
         self.seed = shared_seed(runner, self.seed)
-        if min(self.budgets) < MAX_CORES and \
+        if min(self.budgets) < VECA.max_cores and \
                 getattr(runner.model, 'find_unused_parameters', True) is False:
-            raise ValueError('core budgets below 64 leave parameters without gradients; set '
-                             "model_wrapper_cfg=dict(type='MMDistributedDataParallel', "
-                             'find_unused_parameters=True) in the config')
+            raise ValueError(
+                f'core budgets below {VECA.max_cores} leave parameters without '
+                "gradients; set model_wrapper_cfg=dict(type='MMDistributedDataParallel', "
+                'find_unused_parameters=True) in the config')
 
     def _apply(self, cores: int) -> None:
         for module in self._targets:

@@ -5,10 +5,9 @@ segmentor); the toolbox's own inferencer runs it and draws the prediction. A one
 summary is printed.
 
 Example (after ``make demo``):
-    python demo/image_demo.py data/shapes/coco/images/val/00000.png \\
-        configs/demo/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py \\
-        $(cat work_dirs/demo/mask-rcnn_infvit-demo-linear_fpn_shapes-coco/last_checkpoint) \\
-        --out-file work_dirs/image_demo/det.png
+    cfg=mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco
+    python demo/image_demo.py data/shapes/coco/images/val/00000.png configs/demo/$cfg.py \\
+        $(cat work_dirs/demo/$cfg/last_checkpoint) --out-file work_dirs/image_demo/det.png
 """
 import argparse
 import os.path as osp

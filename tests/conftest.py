@@ -92,7 +92,7 @@ class DemoCheckpoint(NamedTuple):
 # task: (demo config, data root under the shapes sets, folder of test images there)
 DEMO_TASKS = {
     'cls': ('infvit-demo-linear_shapes-cls.py', 'cls', 'val/circle'),
-    'det': ('mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py', 'coco/', 'images/val'),
+    'det': ('mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py', 'coco/', 'images/val'),
     'seg': ('upernet_infvit-demo-linear_shapes-ade.py', 'ade', 'images/validation'),
 }
 

@@ -15,8 +15,8 @@ DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
 @pytest.mark.parametrize('config,task', [
     ('infvit-demo-linear_shapes-cls.py', 'classification'),
     ('veca-demo-elastic_shapes-cls.py', 'classification'),
-    ('mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py', 'detection'),
-    ('mask-rcnn_weightformer-demo_fpn_shapes-coco.py', 'detection'),
+    ('mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py', 'detection'),
+    ('mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py', 'detection'),
     ('upernet_infvit-demo-linear_shapes-ade.py', 'segmentation'),
     ('upernet_veca-demo_shapes-ade.py', 'segmentation'),
 ])

@@ -45,8 +45,8 @@ CASES = {
                                                                                (2, 72, 112)]),
     'veca-upernet': ('upernet_veca-demo_shapes-ade.py', 'veca', {}, (96, 80), [(1, 128, 128),
                                                                                (2, 72, 112)]),
-    'infvit-mask-rcnn': ('mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py', 'infvit', {}, (96, 128),
-                         [(1, 128, 128), (2, 160, 64)]),
+    'infvit-mask-rcnn': ('mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py', 'infvit', {},
+                         (96, 128), [(1, 128, 128), (2, 160, 64)]),
 }
 
 
@@ -129,7 +129,7 @@ def test_adaptive_pooling_decomposition_matches_pytorch(in_size):
 def test_bad_inputs_are_refused_with_the_allowed_values():
     with pytest.raises(ExportError, match=r'opset must be an integer in \[18, '):
         check_opset(11)
-    det_cfg = demo_config('mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py')
+    det_cfg = demo_config('mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py')
     assert required_divisor(det_cfg) == 32
     with pytest.raises(ExportError, match=r'not a multiple of 32.*32, 64, 96'):
         check_export_shape((100, 128), required_divisor(det_cfg))

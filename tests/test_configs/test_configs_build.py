@@ -19,7 +19,7 @@ def test_configs_exist():
     names = {osp.relpath(p, osp.join(REPO_ROOT, 'configs')) for p in CONFIGS}
     for variant in ('linear', 'pure', 'softmax'):
         assert f'infvit/infvit-4l-{variant}_16xb64_in1k.py' in names
-        assert f'infvit/mask-rcnn_infvit-4l-{variant}_fpn_1x_coco.py' in names
+        assert f'infvit/mask-rcnn_infvit-4l-{variant}_simple-pyramid_1x_coco.py' in names
         assert f'infvit/upernet_infvit-4l-{variant}_8xb2-160k_ade20k-512x512.py' in names
     assert sum(n.startswith('demo/') for n in names) >= 3
     for arch in ('t', 's', 'b'):
@@ -28,10 +28,10 @@ def test_configs_exist():
             or n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k-448px.py')
             for n in names), arch
     for arch in ('t', 's'):
-        assert f'weightformer/mask-rcnn_weightformer-{arch}_fpn_1x_coco.py' in names
+        assert f'weightformer/mask-rcnn_weightformer-{arch}_simple-pyramid_1x_coco.py' in names
         assert f'weightformer/upernet_weightformer-{arch}_8xb2-160k_ade20k-512x512.py' in names
     for name in ('weightformer-demo_shapes-cls.py',
-                 'mask-rcnn_weightformer-demo_fpn_shapes-coco.py',
+                 'mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py',
                  'upernet_weightformer-demo_shapes-ade.py'):
         assert f'demo/{name}' in names
 

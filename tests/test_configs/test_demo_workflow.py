@@ -17,7 +17,7 @@ from analysis_tools_loader import load_tool  # noqa: E402
 
 run_demo = load_tool('run_demo', osp.join(REPO_ROOT, 'tools', 'misc'))
 FINE_TUNING = {
-    'mmdet': 'configs/demo/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py',
+    'mmdet': 'configs/demo/mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py',
     'mmseg': 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py',
 }
 

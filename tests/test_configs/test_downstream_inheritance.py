@@ -21,7 +21,7 @@ def test_inherit_detection_config_by_package_scope(tmp_path):
     config.parent.mkdir()
     config.write_text(
         textwrap.dedent('''
-        _base_ = ['mmlinear::infvit/mask-rcnn_infvit-4l-linear_fpn_1x_coco.py']
+        _base_ = ['mmlinear::infvit/mask-rcnn_infvit-4l-linear_simple-pyramid_1x_coco.py']
         model = dict(
             backbone=dict(arch='infvit-test', attn_type='pure'),
             neck=dict(in_channels=32))

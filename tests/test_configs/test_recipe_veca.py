@@ -102,9 +102,10 @@ def test_every_student_parameter_decays_as_in_the_reference(path, weight_decay):
 
 
 @pytest.mark.parametrize('name', [
-    'veca-base_8xb128-coslr-100e_in1k.py', 'mask-rcnn_veca-base_fpn_1x_coco.py',
+    'veca-base_8xb128-coslr-100e_in1k.py', 'mask-rcnn_veca-base_simple-pyramid_1x_coco.py',
     'upernet_veca-base_8xb2-160k_ade20k-512x512.py', '../demo/veca-demo_shapes-cls.py',
-    '../demo/mask-rcnn_veca-demo_fpn_shapes-coco.py', '../demo/upernet_veca-demo_shapes-ade.py'
+    '../demo/mask-rcnn_veca-demo_simple-pyramid_shapes-coco.py',
+    '../demo/upernet_veca-demo_shapes-ade.py'
 ])
 def test_downstream_configs_decay_the_core_bank(name):
     cfg = Config.fromfile(osp.join(VECA, name))

@@ -30,10 +30,10 @@ def test_veca_configs_exist():
         'veca/veca-base_distill-stage2_6xb128-50k_obj365-multires.py',
         'veca/veca-base_linear-probe_8xb2048-coslr-90e_in1k.py',
         'veca/veca-base_8xb128-coslr-100e_in1k.py',
-        'veca/mask-rcnn_veca-base_fpn_1x_coco.py',
+        'veca/mask-rcnn_veca-base_simple-pyramid_1x_coco.py',
         'veca/upernet_veca-base_8xb2-160k_ade20k-512x512.py',
         'demo/veca-demo_shapes-cls.py',
-        'demo/mask-rcnn_veca-demo_fpn_shapes-coco.py',
+        'demo/mask-rcnn_veca-demo_simple-pyramid_shapes-coco.py',
         'demo/upernet_veca-demo_shapes-ade.py',
         'demo/veca-demo_distill_shapes.py',
     } <= names

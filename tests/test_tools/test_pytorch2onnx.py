@@ -49,7 +49,7 @@ def test_exports_a_checkpoint_at_a_core_budget_and_checks_it(tmp_path, capsys):
 ])
 def test_bad_requests_exit_with_the_reason(tmp_path, args, message):
     config = osp.join(REPO_ROOT, 'configs', 'demo',
-                      'mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py')
+                      'mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py')
     with pytest.raises(SystemExit, match=message):
         pytorch2onnx.main([
             config, 'none', '--out',

@@ -56,7 +56,7 @@ def classifier(tmp_path_factory):
 def det_config(tmp_path, data, classifier):
     return write_config(
         tmp_path, 'det.py', f'''
-        _base_ = ['{DEMO}/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py']
+        _base_ = ['{DEMO}/mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py']
         model = dict(backbone=dict(arch='infvit-test', init_cfg=dict(checkpoint='{classifier}')),
                      neck=dict(in_channels=32),
                      test_cfg=dict(rcnn=dict(score_thr=0.0)))
@@ -252,7 +252,7 @@ def wfm_config(tmp_path, data, task):
     if task == 'det':
         return write_config(
             tmp_path, 'wfm_det.py', f'''
-            _base_ = ['{DEMO}/mask-rcnn_weightformer-demo_fpn_shapes-coco.py']
+            _base_ = ['{DEMO}/mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py']
             model = dict(backbone=dict(arch={WFM_TINY}), neck=dict(in_channels=32),
                          test_cfg=dict(rcnn=dict(score_thr=0.0)))
             root = '{data}/coco/'

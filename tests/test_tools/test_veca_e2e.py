@@ -40,7 +40,7 @@ def veca_config(tmp_path, data, task):
     if task == 'det':
         return write_config(
             tmp_path, 'veca_det.py', f'''
-            _base_ = ['{DEMO}/mask-rcnn_veca-demo_fpn_shapes-coco.py']
+            _base_ = ['{DEMO}/mask-rcnn_veca-demo_simple-pyramid_shapes-coco.py']
             model = dict(backbone=dict(arch='test'), neck=dict(in_channels=64),
                          test_cfg=dict(rcnn=dict(score_thr=0.0)))
             {LOADERS.format(batch=4, root=f"{data}/coco/").strip()}

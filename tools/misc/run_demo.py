@@ -36,7 +36,7 @@ CLASSIFIER = Demo('classification (mmpretrain)', 'configs/demo/infvit-demo-linea
 DEMOS = [
     CLASSIFIER,
     Demo('instance segmentation (mmdet)',
-         'configs/demo/mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py',
+         'configs/demo/mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py',
          ['coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'coco/segm_mAP_50'], 290, True),
     Demo('semantic segmentation (mmseg)', 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py',
          ['mIoU', 'mAcc', 'aAcc'], 150, True),

@@ -10,7 +10,7 @@ from mmengine.registry import init_default_scope
 
 DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
 CASES = {
-    'det': ('mmdet', 'mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py'),
+    'det': ('mmdet', 'mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py'),
     'seg': ('mmseg', 'upernet_infvit-demo-linear_shapes-ade.py'),
 }
 

@@ -2,7 +2,7 @@
 # the InfViT demo with a 5-block, 96-wide WeightFormer (16x16 patches, as the InfViT demo) and
 # the reference weight-decay groups (no decay on 1-D parameters, including the dynamic `.b`).
 # Generate the data first: python tools/misc/make_tiny_datasets.py
-_base_ = ['./mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py']
+_base_ = ['./mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py']
 
 # A 16x16-patch backbone trained from scratch: the stride-16 pyramid (strides 4 to 32), not the
 # InfViT demo's (8x8 patches, started from the classifier).

@@ -1,7 +1,9 @@
 # Demo: Mask R-CNN with a VECA backbone on the bundled 128x128 COCO-format shapes: the InfViT
 # demo with the 4-block, 96-wide VECA of the classification demo (16x16 patches, K = 64).
 # Generate the data first: python tools/misc/make_tiny_datasets.py
-_base_ = ['./mask-rcnn_infvit-demo-linear_fpn_shapes-coco.py', '../_base_/veca_variables.py']
+_base_ = [
+    './mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py', '../_base_/veca_variables.py'
+]
 
 # A 16x16-patch backbone trained from scratch: the stride-16 pyramid (strides 4 to 32), not the
 # InfViT demo's (8x8 patches, started from the classifier).

@@ -1,3 +1,3 @@
 # Mask R-CNN 1x on COCO with the softmax variant of InfViT-4L; otherwise the Linear-InfViT recipe.
-_base_ = './mask-rcnn_infvit-4l-linear_fpn_1x_coco.py'
+_base_ = './mask-rcnn_infvit-4l-linear_simple-pyramid_1x_coco.py'
 model = dict(backbone=dict(attn_type='softmax'))

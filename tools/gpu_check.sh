@@ -81,7 +81,8 @@ log "built in $((SECONDS - start)) s"
 
 log "2/3 op tests"
 # The repository's pytest.ini asks for pytest-timeout; the plain pytest of a bare image has no
-# such option, and `timeout` bounds the step instead.
+# such option, and `timeout` bounds the step instead. The pytest that
+# test_import_without_openmmlab.py starts inside takes the same override.
 timeout 150 "$PYTHON" -m pytest -p no:cacheprovider -o addopts=-ra -q tests/test_ops
 
 log "3/3 op benchmark on $device"

@@ -288,10 +288,11 @@ def check_size_specialisation(program: torch.export.ExportedProgram, shape: Tupl
     """Refuse a dynamic graph that holds only at some sizes.
 
     Where the model branches on a size and the traced branch is the one for an equality
-    (InfViT uses its position table unchanged when the token grid equals the table's), the
-    exported program keeps the branch and an assertion of the equality, which ONNX drops: the
-    graph would then compute wrong values at other sizes. An equality that holds at every
-    larger size (e.g. ``min(C, C * k) == C``, a lower bound) is a range and is kept.
+    (a module that skips a resize when the input already has the target size), the exported
+    program keeps the branch and an assertion of the equality, which ONNX drops: the graph
+    would then compute wrong values at other sizes. (InfViT's position table avoids this by
+    always interpolating while exporting, see ``resize_pos_embed``.) An equality that holds
+    at every larger size (e.g. ``min(C, C * k) == C``, a lower bound) is a range and is kept.
 
     Raises:
         ExportError: Naming the equalities that fail at some size above the traced one.
@@ -318,9 +319,8 @@ def check_size_specialisation(program: torch.export.ExportedProgram, shape: Tupl
     if equalities:
         raise ExportError(f'the model takes a size-specific branch at {shape[0]} x {shape[1]}: '
                           f'the traced graph holds only where {"; ".join(equalities)}. Export '
-                          f'with --dynamic-shape at another --shape (for InfViT: one whose token '
-                          f'grid differs from the position table of img_size), or without '
-                          f'--dynamic-shape for this size only')
+                          f'with --dynamic-shape at another --shape, or without --dynamic-shape '
+                          f'for this size only')
 
 
 def _rename_dynamic_dims(onnx_model, names: Dict[str, str]) -> None:

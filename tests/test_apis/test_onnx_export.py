@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from conftest import REPO_ROOT
 from mmengine.config import Config
+from torch import nn
 
 import mmlinear  # noqa: F401  (the mmlinear:: config scope)
 from mmlinear.apis.onnx_export import (ExportError, adaptive_avg_pool2d_any_size,
@@ -25,10 +26,13 @@ SHALLOW_ARCH = {
 }
 # (config, backbone, overrides, traced (H, W), unseen (B, H, W) sizes). The unseen sizes
 # include the position table's own grid (InfViT), other aspect ratios and, for the pooling
-# bins of WeightFormer and UperNet, other residues of the token grid.
+# bins of WeightFormer and UperNet, other residues of the token grid. One InfViT graph is
+# traced at its training size, the position table's own grid.
 CASES = {
     'infvit-linear-cls':
     ('infvit-demo-linear_shapes-cls.py', 'infvit', {}, (40, 56), [(1, 64, 64), (3, 72, 36)]),
+    'infvit-linear-cls-training-size':
+    ('infvit-demo-linear_shapes-cls.py', 'infvit', {}, (64, 64), [(1, 64, 96), (3, 40, 56)]),
     'infvit-pure-cls': ('infvit-demo-linear_shapes-cls.py', 'infvit', {
         'model.backbone.attn_type': 'pure'
     }, (40, 56), [(1, 64, 64), (3, 72, 36)]),
@@ -37,9 +41,8 @@ CASES = {
     'veca-cls': ('veca-demo_shapes-cls.py', 'veca', {
         'model.backbone.active_cores': 16
     }, (40, 56), [(1, 64, 64), (3, 72, 36)]),
-    'infvit-upernet':
-    ('upernet_infvit-demo-linear_shapes-ade.py', 'infvit', {}, (96, 80), [(1, 128, 128),
-                                                                          (2, 72, 112)]),
+    'infvit-upernet': ('upernet_infvit-demo-linear_shapes-ade.py', 'infvit', {}, (96, 80),
+                       [(1, 128, 128), (2, 72, 112)]),
     'weightformer-upernet':
     ('upernet_weightformer-demo_shapes-ade.py', 'weightformer', {}, (96, 80), [(1, 128, 128),
                                                                                (2, 72, 112)]),
@@ -98,14 +101,23 @@ def test_graph_has_standard_operators_and_named_dynamic_axes(exported):
         assert names == ['cls_score' if model.task == 'mmpretrain' else 'seg_logits']
 
 
+class SkipsResizeAtItsGrid(nn.Module):
+    """Pools 4 x 4 patches and resizes them to a 2 x 2 grid, unless they are one already."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pooled = F.avg_pool2d(x, 4)
+        if tuple(pooled.shape[-2:]) == (2, 2):
+            return pooled.flatten(1)
+        return F.interpolate(pooled, size=(2, 2), mode='bilinear').flatten(1)
+
+
 def test_a_graph_that_holds_at_one_size_only_is_refused(tmp_path):
-    # At 128 x 128 the UperNet's InfViT (patch 16, img_size 128) uses its 8 x 8 position table
-    # as it is; a dynamic graph traced there would skip the interpolation at every size.
-    cfg = demo_config('upernet_infvit-demo-linear_shapes-ade.py', 'infvit')
-    model = build_export_model(cfg)
-    with pytest.raises(ExportError, match=r'size-specific branch at 128 x 128.*height'):
-        export_onnx(model, str(tmp_path / 'x.onnx'), (128, 128), ['seg_logits'], dynamic=True)
+    # Traced at 8 x 8 the graph would skip the resize at every size.
+    with pytest.raises(ExportError, match=r'size-specific branch at 8 x 8.*height//4\), 2'):
+        export_onnx(SkipsResizeAtItsGrid(), str(tmp_path / 'x.onnx'), (8, 8), ['out'], dynamic=True)
     assert not (tmp_path / 'x.onnx').exists()
+    export_onnx(SkipsResizeAtItsGrid(), str(tmp_path / 'x.onnx'), (12, 8), ['out'], dynamic=True)
+    assert (tmp_path / 'x.onnx').exists()
 
 
 def test_static_graph_takes_the_traced_size(tmp_path):

@@ -1,10 +1,13 @@
 """``mmlinear.ops`` and ``mmlinear._ext`` need torch alone (a bare GPU image has no mmengine):
 checked in a fresh interpreter in which every OpenMMLab package fails to import."""
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
+from typing import List
 
 import pytest
 
@@ -63,21 +66,53 @@ def test_mmlinear_ext_imports_first_without_openmmlab_packages():
     assert result.stdout.strip() in ('ok True', 'ok False')
 
 
-def test_op_tests_collect_without_openmmlab_packages():
+def inner_pytest_args(config: pytest.Config) -> List[str]:
+    """Options for a pytest started inside this one: the addopts this run uses.
+
+    The inner run would otherwise read pytest.ini's addopts (``--timeout``, which needs
+    pytest-timeout) even where the caller replaced them, as tools/gpu_check.sh does with
+    ``-o addopts=-ra`` on an image without that plugin.
+    """
+    return ['-o', 'addopts=' + shlex.join(config.getini('addopts')), '-p', 'no:cacheprovider']
+
+
+def test_op_tests_collect_without_openmmlab_packages(pytestconfig):
     """Every module of tests/test_ops imports without OpenMMLab, as the GPU check's bare image
     runs them (tests that need mmengine skip inside, never at import)."""
     head, _ = SCRIPT.split('\nimport torch\n')
     script = head + textwrap.dedent('''
+        import json
         import pytest
-        code = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', sys.argv[1]])
+        code = pytest.main(['--collect-only', '-q', *json.loads(sys.argv[2]), sys.argv[1]])
         loaded = [name for name in sys.modules if name.split('.')[0] in BLOCKED]
         assert not loaded, loaded
         sys.exit(int(code))
     ''')
-    result = subprocess.run(
-        [sys.executable, '-c', script, os.path.dirname(__file__)],
-        capture_output=True,
-        text=True,
-        timeout=300)
+    command = [
+        sys.executable, '-c', script,
+        os.path.dirname(__file__),
+        json.dumps(inner_pytest_args(pytestconfig))
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(r'\d+ tests collected', result.stdout), result.stdout[-3000:]
+
+
+def test_op_tests_collect_without_pytest_timeout(repo_root, pytestconfig):
+    """The collection check passes where pytest-timeout is missing and the caller overrides
+    addopts (tools/gpu_check.sh on a bare image): plugin auto-loading is off here, so neither
+    this pytest nor the one it starts knows ``--timeout``."""
+    if not pytestconfig.pluginmanager.hasplugin('timeout'):
+        # This run is that case already, and the check above ran in it; a second collection
+        # would only lengthen gpu_check's time-bounded step.
+        pytest.skip('pytest-timeout is not loaded: the collection check above ran without it')
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD='1')
+    env.pop('PYTEST_ADDOPTS', None)
+    command = [
+        sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-o', 'addopts=-ra', '-q',
+        f'{__file__}::test_op_tests_collect_without_openmmlab_packages'
+    ]
+    result = subprocess.run(
+        command, cwd=repo_root, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert '1 passed' in result.stdout, result.stdout[-3000:]

@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mmlinear.utils.ext_loader import exporting
+
 #: Interpolation modes whose 2-D result is a 1-D interpolation along W, then one along H.
 SEPARABLE_MODES = ('nearest', 'bilinear', 'bicubic')
 
@@ -31,7 +33,11 @@ def resize_pos_embed(pos_embed: Tensor,
     Returns:
         Tensor: (1, num_extra_tokens + Hd * Wd, C) in the dtype of ``pos_embed``.
     """
-    if tuple(src_shape) == tuple(dst_shape):
+    # While a graph is exported the grid may be symbolic, and comparing it with the table's
+    # would make the tracer assume the outcome: a dynamic graph traced at the table's own grid
+    # would skip the interpolation at every size. So exports always interpolate; at the same
+    # grid the interpolation weights are one-hot and return the table exactly.
+    if not exporting() and tuple(src_shape) == tuple(dst_shape):
         return pos_embed
     src_h, src_w = src_shape
     if pos_embed.shape[1] != num_extra_tokens + src_h * src_w:

@@ -74,7 +74,7 @@ DEMO_CLS := work_dirs/demo/infvit-demo-linear_shapes-cls
 VECA_ELASTIC := configs/demo/veca-demo-elastic_shapes-cls.py
 VECA_ELASTIC_DIR := work_dirs/demo/veca-demo-elastic_shapes-cls
 
-.PHONY: bench bench-scaling bench-9216 bench-flops bench-attention bench-elastic
+.PHONY: bench bench-scaling bench-9216 bench-streamed bench-flops bench-attention bench-elastic
 
 bench: bench-flops bench-scaling bench-9216 bench-elastic bench-attention
 
@@ -88,6 +88,16 @@ bench-9216: setup
 	@$(PY) tools/analysis_tools/benchmark.py --models infvit-4l-linear --resolutions 9216 \
 		--dtypes fp32 bf16 --warmup 0 --repeats 1 --time-budget 3600 --worker-timeout 3000 --mem-limit-gb 22 \
 		--threads 2 --out $(BENCH_OUT)/linear_9216
+
+# Whole-image against streamed forward (Backbone.forward_streamed) with the memory model's
+# prediction beside each measured peak; 16384 x 16384 streams only (the whole forward exceeds
+# 24 GB). Hours on 2 cores: run the resolutions you need with BENCH_STREAMED_RES.
+BENCH_STREAMED_RES ?= 2048 4096 9216 16384
+bench-streamed: setup
+	@$(PY) tools/analysis_tools/benchmark.py --models infvit-4l-linear weightformer-s veca-small \
+		--resolutions $(BENCH_STREAMED_RES) --dtypes fp32 bf16 --modes forward streamed \
+		--warmup 0 --repeats 1 --time-budget 3600 --worker-timeout 3000 --mem-limit-gb 22 \
+		--threads 2 --out $(BENCH_OUT)/streamed
 
 bench-flops: setup
 	@$(PY) tools/analysis_tools/get_flops.py --models $(BENCH_MODELS) \

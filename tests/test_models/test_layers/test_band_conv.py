@@ -7,16 +7,13 @@ from functools import partial
 
 import pytest
 import torch
+from band_cases import assert_relative_close, bands, dyn_dwconv, token_mask
 
-from mmlinear.models.layers import DynamicDWConv, WeightFormerBlock, band_conv3x3
-from mmlinear.models.utils import pixel_padding_mask, pixel_to_token_mask, tokens_to_map
+from mmlinear.models.layers import WeightFormerBlock, band_conv3x3
+from mmlinear.models.utils import tokens_to_map
 from mmlinear.ops import dynamic_dwconv2d
 
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5}
-
-
-def bands(height, band_rows):
-    return [(r0, min(r0 + band_rows, height)) for r0 in range(0, height, band_rows)]
 
 
 def conv_by_bands(conv, x_map, band_list):
@@ -30,29 +27,9 @@ def conv_by_bands(conv, x_map, band_list):
     return torch.cat(outs, dim=2)
 
 
-def assert_relative_close(actual, expected, tol):
-    scale = expected.abs().max()
-    assert scale > 0
-    assert ((actual - expected).abs().max() / scale).item() <= tol
-
-
 def static_block(dtype):
     torch.manual_seed(0)
     return WeightFormerBlock(8, 32, dynamic=False).to(dtype)
-
-
-def dyn_dwconv(dtype):
-    torch.manual_seed(0)
-    layer = DynamicDWConv(8).to(dtype)
-    with torch.no_grad():
-        for param in layer.wfm.parameters():
-            param.normal_(0, 0.5)
-    return layer
-
-
-def token_mask(img_shapes, hw, patch=4):
-    return pixel_to_token_mask(
-        pixel_padding_mask(img_shapes, (hw[0] * patch, hw[1] * patch)), patch)
 
 
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])

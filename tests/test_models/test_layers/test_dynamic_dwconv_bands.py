@@ -6,15 +6,12 @@ float64 to 1e-12 relative, float32 to 1e-5 (errors relative to the largest entry
 import pytest
 import torch
 import torch.nn.functional as F
+from band_cases import assert_relative_close, bands, dyn_dwconv
 
-from mmlinear.models.layers import AdaptivePoolSums, DynamicDWConv
+from mmlinear.models.layers import AdaptivePoolSums
 from mmlinear.models.utils import pixel_padding_mask, pixel_to_token_mask, valid_extents
 
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5}
-
-
-def bands(height, band_rows):
-    return [(r0, min(r0 + band_rows, height)) for r0 in range(0, height, band_rows)]
 
 
 def pooled_by_bands(x_map, band_list, extents=None, k=3):
@@ -22,12 +19,6 @@ def pooled_by_bands(x_map, band_list, extents=None, k=3):
     for r0, r1 in band_list:
         sums.add(x_map[:, :, r0:r1], r0)
     return sums.result()
-
-
-def assert_relative_close(actual, expected, tol):
-    scale = expected.abs().max()
-    assert scale > 0
-    assert ((actual - expected).abs().max() / scale).item() <= tol
 
 
 def random_map(shape, dtype, seed=1):
@@ -105,15 +96,6 @@ def test_sums_are_float32_under_autocast_and_for_half_bands():
     half = pooled_by_bands(x_map.bfloat16(), bands(9, 2))
     assert half.dtype == torch.float32
     assert_relative_close(half, F.adaptive_avg_pool2d(x_map.bfloat16().float(), 3), 1e-5)
-
-
-def dyn_dwconv(dtype):
-    torch.manual_seed(0)
-    layer = DynamicDWConv(8).to(dtype)
-    with torch.no_grad():
-        for param in layer.wfm.parameters():
-            param.normal_(0, 0.5)
-    return layer
 
 
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])

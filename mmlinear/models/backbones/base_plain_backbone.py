@@ -10,9 +10,9 @@ from torch.utils.checkpoint import checkpoint
 from ..utils import (check_choice, check_frozen_stages, freeze, masked_mean, normalize_indices,
                      pixel_to_token_mask, resolve_arch, resolve_padding_mask, tokens_to_map)
 from ..utils.band_progress import BandProgress
-from ..utils.image_rows import ImageRows, streamed_token_padding_mask
+from ..utils.image_rows import ImageRows
 from ..utils.stream_memory import GB, StreamedMemory
-from ..utils.token_stream import BUFFERS, TokenStream, allocate_buffer, row_bands
+from ..utils.token_stream import BUFFERS, TokenStream, allocate_buffer, check_chunk_rows, row_bands
 
 #: Every output format a plain backbone may offer; each backbone lists the ones it has.
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap', 'raw')
@@ -325,7 +325,7 @@ class BasePlainBackbone(BaseModule):
         check_choice('buffer', buffer, BUFFERS)
         B, in_channels, H, W = image_shape
         p = self.patch_size
-        grid_h, grid_w = -(-H // p), -(-W // p)
+        grid_h, grid_w = self._grid_shape(image_shape)
         dtype = self.patch_embed.projection.weight.dtype
         itemsize = torch.empty((), dtype=dtype).element_size()
         input_itemsize = torch.empty((), dtype=input_dtype or dtype).element_size()
@@ -367,30 +367,36 @@ class BasePlainBackbone(BaseModule):
         """
         if chunk_rows is not None and mem_limit_gb is None:
             return chunk_rows
-        grid_h = -(-image_shape[2] // self.patch_size)
+        grid_h = self._grid_shape(image_shape)[0]
         tallest = grid_h if chunk_rows is None else row_bands(grid_h, chunk_rows)[0][1]
 
-        def fits(rows: int) -> bool:
-            memory = self.predict_streamed_memory(
-                image_shape, chunk_rows=rows, buffer=buffer, input_in_memory=input_in_memory)
+        def fits(memory: StreamedMemory) -> bool:
             if mem_limit_gb is None:
                 return memory.band_bytes <= self.default_band_bytes
             return memory.total_bytes <= mem_limit_gb * GB
 
+        def memory_at(rows: int) -> StreamedMemory:
+            return self.predict_streamed_memory(
+                image_shape, chunk_rows=rows, buffer=buffer, input_in_memory=input_in_memory)
+
         smallest = self.stream_row_alignment
-        if not fits(smallest):
+        needed = memory_at(smallest)
+        if not fits(needed):
             if mem_limit_gb is None:
                 return smallest
-            needed = self.predict_streamed_memory(
-                image_shape, chunk_rows=smallest, buffer=buffer, input_in_memory=input_in_memory)
             raise ValueError(f'forward_streamed needs {needed.describe()}, limit '
                              f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use buffer='disk' "
                              f'or an image read by rows from a file')
         low, high = smallest, max(tallest, smallest)  # fits(low) holds; find the tallest
         while low < high:
             middle = (low + high + 1) // 2
-            low, high = (middle, high) if fits(middle) else (low, middle - 1)
+            low, high = (middle, high) if fits(memory_at(middle)) else (low, middle - 1)
         return low
+
+    def _grid_shape(self, image_shape: Sequence[int]) -> Tuple[int, int]:
+        """(H', W'), the token grid of (B, C_in, H, W) images (partial patches count)."""
+        p = self.patch_size
+        return -(-image_shape[2] // p), -(-image_shape[3] // p)
 
     def _check_streamable(self) -> None:
         """Raise a ValueError naming what streams when this configuration cannot."""
@@ -516,16 +522,15 @@ class BasePlainBackbone(BaseModule):
         if H < p or W < p:
             raise ValueError(f'images must be at least one patch ({p}x{p}) large, got {H}x{W}')
         if chunk_rows is not None:
-            row_bands(1, chunk_rows)  # refuses a bad height whatever the limit
-        if padding_mask is None:
-            padding_mask = getattr(x, 'padding_mask', None)
+            check_chunk_rows(chunk_rows)
         chunk_rows = self.pick_chunk_rows(image.shape, chunk_rows, mem_limit_gb, buffer,
                                           isinstance(x, Tensor))
         weight = self.patch_embed.projection.weight
-        token_padding_mask = streamed_token_padding_mask(padding_mask, image.shape, p)
-        if token_padding_mask is not None:
-            token_padding_mask = token_padding_mask.to(weight.device)
-        stream = TokenStream(B, (-(-H // p), -(-W // p)), self.embed_dims, weight.dtype,
+        padding_mask = resolve_padding_mask(x, padding_mask)
+        token_padding_mask = None
+        if padding_mask is not None:
+            token_padding_mask = pixel_to_token_mask(padding_mask, p).to(weight.device)
+        stream = TokenStream(B, self._grid_shape(image.shape), self.embed_dims, weight.dtype,
                              weight.device, token_padding_mask, chunk_rows,
                              self.stream_row_alignment, buffer, buffer_dir)
         outs = []

@@ -1,11 +1,9 @@
 """Images read by bands of pixel rows, from a tensor or any array that slices by rows."""
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
-
-from .padding_mask import pixel_to_token_mask
 
 
 class ImageRows:
@@ -44,35 +42,3 @@ class ImageRows:
         if not isinstance(rows, Tensor):
             rows = torch.from_numpy(np.ascontiguousarray(rows))
         return rows.to(device=device, dtype=dtype)
-
-
-def streamed_token_padding_mask(padding_mask: Optional[Tensor], image_shape: Tuple[int, ...],
-                                patch_size: int) -> Optional[Tensor]:
-    """Check a pixel padding mask and reduce it to patch tokens a band of patch rows at a
-    time (the pixel mask may be large; its token reduction is p^2 times smaller).
-
-    Args:
-        padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels.
-        image_shape (tuple[int, ...]): (B, C, H, W) of the image.
-        patch_size (int): p.
-
-    Returns:
-        Tensor | None: (B, ceil(H / p) * ceil(W / p)) bool, True on padded patches.
-    """
-    if padding_mask is None:
-        return None
-    expected = (image_shape[0], *image_shape[2:])
-    if not isinstance(padding_mask, Tensor) or tuple(padding_mask.shape) != expected:
-        raise ValueError(f'padding_mask must be a tensor of shape (B, H, W) = {expected}, got '
-                         f'{tuple(getattr(padding_mask, "shape", ()))}')
-    if padding_mask.dtype != torch.bool:
-        raise TypeError(f'padding_mask must be a bool tensor (True on padded pixels), got '
-                        f'dtype {padding_mask.dtype}')
-    # Bands of whole patch rows reduce exactly as the whole mask does.
-    step = patch_size * 256
-    bands = [
-        pixel_to_token_mask(padding_mask[:, start:start + step], patch_size)
-        for start in range(0, expected[1], step)
-    ]
-    B = expected[0]
-    return torch.cat([band.view(B, -1) for band in bands], dim=1)

@@ -4,7 +4,7 @@ Vocabulary used throughout mmlinear: ``padding_mask`` is the (B, H, W) bool pixe
 backbone level; ``token_padding_mask`` the (B, N) bool mask over patch tokens below it; both
 are True on padding.
 """
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -45,9 +45,15 @@ def pixel_to_token_mask(padding_mask: Tensor, patch_size: int) -> Tensor:
         Tensor: (B, ceil(H / p) * ceil(W / p)) bool ``token_padding_mask``, True on padded
         tokens.
     """
-    valid = (~padding_mask).float().unsqueeze(1)
-    valid = F.max_pool2d(valid, patch_size, patch_size, ceil_mode=True)
-    return (valid == 0).flatten(1)
+    # Bands of whole patch rows reduce as the whole mask does; a band at a time, the float
+    # copy the pooling needs stays small for masks of huge images (streamed inference).
+    step = patch_size * 256
+    bands = []
+    for start in range(0, padding_mask.shape[1], step):
+        valid = (~padding_mask[:, start:start + step]).float().unsqueeze(1)
+        valid = F.max_pool2d(valid, patch_size, patch_size, ceil_mode=True)
+        bands.append((valid == 0).flatten(1))
+    return torch.cat(bands, dim=1)
 
 
 def valid_extents(token_padding_mask: Tensor, hw_shape: Tuple[int, int]) -> Tensor:
@@ -114,11 +120,12 @@ def attach_padding_mask(inputs: Tensor, img_shapes: Sequence[Tuple[int, int]]) -
     return inputs
 
 
-def resolve_padding_mask(x: Tensor, padding_mask: Optional[Tensor]) -> Optional[Tensor]:
+def resolve_padding_mask(x: Any, padding_mask: Optional[Tensor]) -> Optional[Tensor]:
     """The padding mask a backbone should use: the argument, else the one attached to ``x``.
 
     Args:
-        x (Tensor): (B, C, H, W) the backbone input.
+        x (Tensor | array-like): (B, C, H, W) the backbone input (an array read by rows for
+            a streamed forward).
         padding_mask (Tensor, optional): (B, H, W), True on padded pixels.
 
     Returns:
@@ -129,6 +136,9 @@ def resolve_padding_mask(x: Tensor, padding_mask: Optional[Tensor]) -> Optional[
     if padding_mask is None:
         return None
     expected = (x.shape[0], *x.shape[-2:])
+    if not isinstance(padding_mask, Tensor):
+        raise TypeError(f'padding_mask must be a bool tensor (True on padded pixels), got '
+                        f'{type(padding_mask).__name__}')
     if tuple(padding_mask.shape) != expected:
         raise ValueError(f'padding_mask must have shape (B, H, W) = {expected}, got '
                          f'{tuple(padding_mask.shape)}')

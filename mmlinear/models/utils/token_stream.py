@@ -47,6 +47,13 @@ def allocate_buffer(shape: Sequence[int],
     return tensor.view(dtype) if view_dtype is not None else tensor
 
 
+def check_chunk_rows(chunk_rows: int) -> None:
+    """Raise a ValueError unless ``chunk_rows`` (patch rows per band) is an integer >= 1."""
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValueError(f'chunk_rows must be an integer >= 1 (patch rows per band), got '
+                         f'{chunk_rows!r}')
+
+
 def row_bands(num_rows: int, chunk_rows: int, align: int = 1) -> List[Tuple[int, int]]:
     """Split the rows [0, num_rows) into consecutive bands.
 
@@ -61,9 +68,7 @@ def row_bands(num_rows: int, chunk_rows: int, align: int = 1) -> List[Tuple[int,
     Returns:
         list[tuple[int, int]]: (start, stop) of each band, covering every row once.
     """
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-        raise ValueError(f'chunk_rows must be an integer >= 1 (patch rows per band), got '
-                         f'{chunk_rows!r}')
+    check_chunk_rows(chunk_rows)
     height = max(align, chunk_rows // align * align)
     return [(start, min(start + height, num_rows)) for start in range(0, num_rows, height)]
 

@@ -7,7 +7,7 @@ import torch
 
 from mmlinear.models.utils import pixel_padding_mask, pixel_to_token_mask
 from mmlinear.models.utils.band_progress import BandProgress
-from mmlinear.models.utils.image_rows import ImageRows, streamed_token_padding_mask
+from mmlinear.models.utils.image_rows import ImageRows
 from mmlinear.models.utils.token_stream import TokenStream, allocate_buffer, row_bands
 
 
@@ -63,10 +63,15 @@ def test_image_rows_read_numpy_and_tensors_alike():
         ImageRows(array, 4)
 
 
-def test_token_mask_reduced_by_bands_equals_the_whole_reduction():
-    mask = pixel_padding_mask([(3000, 20), (1001, 13)], (3000, 20))
-    expected = pixel_to_token_mask(mask, 4)
-    assert torch.equal(streamed_token_padding_mask(mask, (2, 3, 3000, 20), 4), expected)
+def test_token_mask_of_a_mask_taller_than_a_reduction_band_is_exact():
+    """pixel_to_token_mask reduces 1024 pixel rows (256 patches of 4) at a time: a mask of
+    3000 rows, with valid regions ending inside a band and across a band border, gives
+    exactly the per-patch 'all pixels padded' of the whole mask."""
+    mask = pixel_padding_mask([(3000, 20), (1025, 13)], (3000, 20))
+    tokens = pixel_to_token_mask(mask, 4).view(2, 750, 5)
+    expected = mask.view(2, 750, 4, 5, 4).all(dim=4).all(dim=2)
+    assert torch.equal(tokens, expected)
+    assert tokens[1, 256].tolist() == [False, False, False, False, True]  # row 1024 valid
 
 
 def test_progress_shows_only_when_asked_or_after_a_while():

@@ -3,7 +3,7 @@ from .core_bank import (active_prefix, build_core_bank, check_core_budget, farth
                         fps_core_coords)
 from .core_coordinate_head import build_coordinate_head, move_cores
 from .core_periphery_attention import CorePeripheryAttention
-from .dynamic_dwconv import AdaptivePoolSums, DynamicDWConv
+from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear, pool_tokens_2x2
 from .infsa_attention import ATTN_TYPES, RHO_MODES, InfSAAttention
 from .infvit_block import InfViTBlock
@@ -19,10 +19,10 @@ from .veca_block import VECABlock
 from .weightformer_block import WeightFormerBlock
 
 __all__ = [
-    'ATTN_TYPES', 'RHO_MODES', 'AdaptivePoolSums', 'CorePeripheryAttention', 'DynamicDWConv',
-    'DynamicLinear', 'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OneDNNLinear',
-    'OnlineCoreAttention', 'PatchEmbed', 'ProjPatchEmbed', 'Rope2D', 'SwiGLU', 'VECABlock',
-    'WeightFormerBlock', 'active_prefix', 'apply_rope', 'band_conv3x3', 'build_coordinate_head',
-    'build_core_bank', 'check_core_budget', 'farthest_point_sampling', 'fps_core_coords',
-    'move_cores', 'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'ATTN_TYPES', 'RHO_MODES', 'CorePeripheryAttention', 'DynamicDWConv', 'DynamicLinear',
+    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OneDNNLinear', 'OnlineCoreAttention',
+    'PatchEmbed', 'ProjPatchEmbed', 'Rope2D', 'SwiGLU', 'VECABlock', 'WeightFormerBlock',
+    'active_prefix', 'apply_rope', 'band_conv3x3', 'build_coordinate_head', 'build_core_bank',
+    'check_core_budget', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
+    'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]

@@ -1,10 +1,13 @@
 """What the tools share: building models by name, reading images, counting FLOPs, setting up
-runs, converting ViT checkpoints to InfViT, running one image through a trained model, and (in
+runs, converting ViT checkpoints to InfViT, running one image through a trained model,
+segmenting a whole image of any size (where mmseg is installed), and (in
 :mod:`mmlinear.apis.benchmark`) measuring speed and memory.
 
 This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the scripts in
 ``tools/`` import it, and nothing below it may.
 """
+import importlib.util
+
 from .flops import count_flops, count_params
 from .image_inference import IMAGE_TASKS, ImageInferenceResult, ImageTask, detect_task, infer_image
 from .images import IMAGE_EXTENSIONS, list_images, load_images
@@ -24,3 +27,7 @@ __all__ = [
     'load_config', 'load_images', 'parse_tool_args', 'prepare_launcher', 'save_converted',
     'set_work_dir', 'toolbox_scope'
 ]
+
+if importlib.util.find_spec('mmseg') is not None:
+    from .large_image_segmentation import segment_large_image  # noqa: F401
+    __all__.append('segment_large_image')

@@ -1,4 +1,5 @@
-"""Latency, throughput and peak memory of backbones over resolutions, batch sizes and dtypes.
+"""Latency, throughput and peak memory of backbones (and whole segmentors) over resolutions,
+batch sizes and dtypes.
 
 Every (model, resolution, batch, dtype, mode) case runs in a fresh Python process, so the peak
 memory of one case cannot leak into the next (CPU: the resident-set high-water mark above the

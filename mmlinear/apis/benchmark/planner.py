@@ -96,7 +96,8 @@ class FlopRatio:
         from mmlinear.apis.flops import count_flops
         from mmlinear.apis.model_presets import build_backbone
         if self.backbone is None:
-            self.backbone = build_backbone(self.model)
+            # The weights do not change the count: nothing pretrained is loaded.
+            self.backbone = build_backbone(self.model, dict(init_cfg=None))
             self.backbone.eval()
         for res in (resolution, reference):
             if res not in self.flops:

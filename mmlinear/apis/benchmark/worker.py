@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from .cases import OK, image_hw
 from .timing import time_ms
@@ -96,14 +96,93 @@ def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
     return run_model, predicted.total_bytes / 2**20
 
 
+def segmentor_config(model: str) -> Optional[Any]:
+    """The config of ``model`` when it is a file of an mmseg segmentor (a model with a
+    ``decode_head``), else None (a preset or a backbone's config)."""
+    if not (model.endswith('.py') and osp.isfile(model)):
+        return None
+    from mmengine.config import Config
+
+    import mmlinear  # noqa: F401  (registers the ``mmlinear::`` config scope)
+    cfg = Config.fromfile(model)
+    return cfg if 'decode_head' in cfg.model else None
+
+
+def _build_segmentor(cfg: Any, case: dict) -> Any:
+    """The segmentor of a config, with random weights (nothing pretrained is loaded)."""
+    from mmseg.apis import init_model
+    if case['mode'] not in ('forward', 'streamed'):
+        raise ValueError(f"a segmentor is measured in modes 'forward' (mmseg's whole-image "
+                         f"inference) and 'streamed' (segment_large_image), not "
+                         f"{case['mode']!r}")
+    cfg.model.backbone.init_cfg = None
+    return init_model(cfg, None, device=case['device'])
+
+
+def _segmentation(model: Any, case: dict, height: int,
+                  width: int) -> Tuple[Callable, Optional[float]]:
+    """One image segmented whole: mmseg's ``inference_model`` ('forward') or
+    :func:`~mmlinear.apis.segment_large_image` ('streamed'), and the latter's predicted peak
+    memory (MiB).
+
+    The image is a random 8-bit (H, W, 3) array in memory (``stream_input='tensor'``) or a
+    ``.npy`` file read by rows (``'file'``).
+    """
+    import tempfile
+
+    import numpy as np
+    from mmseg.apis import inference_model
+
+    from mmlinear.apis.large_image_segmentation import segment_large_image
+    from mmlinear.models.segmentors import StreamedSegmentation
+    rng = np.random.default_rng(0)
+    if case.get('stream_input', 'tensor') == 'file':
+        with tempfile.TemporaryDirectory(prefix='mmlinear_bench_') as folder:
+            # Mapped, the file stays readable once its folder is gone.
+            image = np.lib.format.open_memmap(
+                osp.join(folder, 'image.npy'), mode='w+', dtype=np.uint8, shape=(height, width, 3))
+            for start in range(0, height, 256):
+                image[start:start + 256] = rng.integers(0, 256, image[start:start + 256].shape)
+    else:
+        image = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    if case['mode'] == 'forward':
+        return lambda forward=None: inference_model(model, image), None
+    buffer = case.get('stream_buffer', 'memory')
+    streamed = StreamedSegmentation(model)
+    shape = (1, 3, height, width)
+    output_bytes = height * width if buffer == 'memory' else 0  # the uint8 class map
+    chunk_rows, head_rows = streamed.pick_rows(
+        shape,
+        chunk_rows=case.get('chunk_rows'),
+        buffer=buffer,
+        input_in_memory=False,
+        output_bytes=output_bytes)
+    predicted = streamed.predict_memory(
+        shape,
+        chunk_rows=chunk_rows,
+        head_rows=head_rows,
+        buffer=buffer,
+        input_in_memory=False,
+        output_bytes=output_bytes)
+
+    def run_model(forward: Any = None) -> Any:
+        return segment_large_image(
+            model, image, chunk_rows=chunk_rows, head_rows=head_rows, buffer=buffer, progress=False)
+
+    return run_model, predicted.total_bytes / 2**20
+
+
 def run_case(case: dict) -> dict:
     """Build the model and time it on one input size, in this process.
 
     Args:
         case (dict): ``model`` (a preset or config file), ``resolution`` (int or [H, W]),
-            ``batch``, ``dtype`` ('fp32', 'bf16', 'fp16'), ``mode`` ('forward', 'train'),
-            ``device`` ('cpu', 'cuda'), ``warmup``, ``repeats``, ``threads`` and optionally
-            ``mem_limit_gb`` (CPU only) and ``compile`` (also time the compiled model).
+            ``batch``, ``dtype`` ('fp32', 'bf16', 'fp16'), ``mode`` ('forward', 'train',
+            'streamed'), ``device`` ('cpu', 'cuda'), ``warmup``, ``repeats``, ``threads`` and
+            optionally ``mem_limit_gb`` (CPU only) and ``compile`` (also time the compiled
+            model). A segmentor's config (with a ``decode_head``) measures the whole model on
+            one image: mmseg's whole-image inference ('forward') or
+            :func:`~mmlinear.apis.segment_large_image` ('streamed').
 
     Returns:
         dict: ``status`` ('ok' or 'OOM'), ``times_ms`` (one per repeat), ``median_ms``,
@@ -125,9 +204,13 @@ def run_case(case: dict) -> dict:
     height, width = image_hw(case['resolution'])
     autocast_dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(case['dtype'])
     result = dict(status=OK, times_ms=[], median_ms=None, peak_mem_mb=None, mem_method=None)
+    segmentor_cfg = segmentor_config(case['model'])
     try:
-        model = build_backbone(case['model']).to(device)
-        model.train(case['mode'] == 'train')
+        if segmentor_cfg is not None:
+            model = _build_segmentor(segmentor_cfg, case)
+        else:
+            model = build_backbone(case['model']).to(device)
+            model.train(case['mode'] == 'train')
         result['params'] = sum(p.numel() for p in model.parameters())
         if device.type == 'cuda':
             torch.cuda.synchronize()
@@ -137,7 +220,9 @@ def run_case(case: dict) -> dict:
             baseline, method = _reset_cpu_peak()
         result['mem_method'] = method
         shape = (case['batch'], 3, height, width)
-        if case['mode'] == 'streamed':
+        if segmentor_cfg is not None:
+            run_model, result['predicted_mem_mb'] = _segmentation(model, case, height, width)
+        elif case['mode'] == 'streamed':
             run_model, result['predicted_mem_mb'] = _streamed_forward(model, case, shape)
         else:
             x = torch.randn(*shape, device=device)

@@ -2,7 +2,9 @@
 installed (mmlinear itself needs neither mmdet nor mmseg)."""
 import importlib.util
 
-__all__ = []
+from .normalized_rows import NormalizedRows
+
+__all__ = ['NormalizedRows']
 
 if importlib.util.find_spec('mmdet') is not None:
     from .det_data_preprocessor import PaddingMaskDetDataPreprocessor  # noqa: F401

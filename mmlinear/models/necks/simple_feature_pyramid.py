@@ -1,5 +1,5 @@
 """A feature pyramid from one stride-16 map (ViTDet's simple pyramid)."""
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch.nn.functional as F
 from mmengine.model import BaseModule
@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import LayerNorm2d
+from ..utils.band_resize import Span, check_span, crop_band, expand_span
 
 
 def _rescale_branch(channels: int, scale: float) -> Tuple[nn.Module, int]:
@@ -64,6 +65,7 @@ class SimpleFeaturePyramid(BaseModule):
         if self.num_outs > len(scale_factors) and out_channels is None:
             raise ValueError('extra levels (num_outs > len(scale_factors)) need out_channels')
         self.in_index = in_index
+        self.scale_factors = tuple(float(scale) for scale in scale_factors)
         self.rescales = nn.ModuleList()
         self.out_convs = nn.ModuleList()
         for scale in scale_factors:
@@ -94,3 +96,72 @@ class SimpleFeaturePyramid(BaseModule):
         # memory). mmcv's RoIAlign reads its input as raw NCHW memory, so on such views Mask
         # R-CNN's box and mask heads would pool scrambled features.
         return tuple(out.contiguous() for out in outs)
+
+    def level_shapes(self, map_shape: Tuple[int, int]) -> List[Tuple[int, int]]:
+        """The (H, W) of every output level for a backbone map of ``map_shape`` (H, W).
+
+        Returns:
+            list[tuple[int, int]]: ``num_outs`` shapes, finest first.
+        """
+        shapes = []
+        for scale in self.scale_factors:
+            if scale >= 1:
+                factor = int(scale)
+                shapes.append((map_shape[0] * factor, map_shape[1] * factor))
+            else:  # the 2 x 2 max-pool rounds up
+                shapes.append((-(-map_shape[0] // 2), -(-map_shape[1] // 2)))
+        while len(shapes) < self.num_outs:
+            shapes.append((-(-shapes[-1][0] // 2), -(-shapes[-1][1] // 2)))
+        return shapes
+
+    def forward_rows(self, read_map: Callable[[Span], Tensor], map_shape: Tuple[int, int],
+                     level: int, span: Span) -> Tensor:
+        """Rows ``span`` of output ``level`` of :meth:`forward`, from the backbone map rows
+        they need (for inference over bands of rows).
+
+        Each resampling branch is local in rows: a transposed 2 x 2 convolution of stride 2
+        makes output rows 2r and 2r + 1 from row r alone, the 2 x 2 max-pool output row r from
+        rows 2r and 2r + 1, so a band starting on the branch's stride gives exactly the whole
+        map's rows; the 3 x 3 convolution of ``out_channels`` reads one row of halo.
+
+        Args:
+            read_map (Callable[[Span], Tensor]): Returns rows (start, stop) of the backbone map
+                as (B, C, stop - start, W).
+            map_shape (tuple[int, int]): (H, W) of the whole backbone map.
+            level (int): The output level, in [0, num_outs).
+            span (Span): Its rows.
+
+        Returns:
+            Tensor: (B, C_level, span rows, W_level), contiguous.
+        """
+        if not 0 <= level < self.num_outs:
+            raise ValueError(f'level must be in [0, {self.num_outs}), got {level}')
+        shapes = self.level_shapes(map_shape)
+        check_span(span, shapes[level][0])
+        return self._level_rows(read_map, map_shape, shapes, level, span).contiguous()
+
+    def _level_rows(self, read_map: Callable[[Span], Tensor], map_shape: Tuple[int, int],
+                    shapes: List[Tuple[int, int]], level: int, span: Span) -> Tensor:
+        if level >= len(self.scale_factors):  # an extra level: stride-2 pick of the one above
+            start, stop = span
+            above = self._level_rows(read_map, map_shape, shapes, level - 1,
+                                     (2 * start, min(2 * stop - 1, shapes[level - 1][0])))
+            return above[:, :, ::2, ::2]
+        if not len(self.out_convs):
+            return self._resampled_rows(read_map, map_shape, level, span)
+        # The 3 x 3 convolution after the resampling reads one row on each side.
+        wide = expand_span(span, 1, shapes[level][0])
+        rows = self.out_convs[level](self._resampled_rows(read_map, map_shape, level, wide))
+        return crop_band(rows, wide[0], span)
+
+    def _resampled_rows(self, read_map: Callable[[Span], Tensor], map_shape: Tuple[int, int],
+                        level: int, span: Span) -> Tensor:
+        """Rows ``span`` of a resampling branch's output (before ``out_convs``)."""
+        scale, branch = self.scale_factors[level], self.rescales[level]
+        start, stop = span
+        if scale < 1:
+            return branch(read_map((2 * start, min(2 * stop, map_shape[0]))))
+        factor = int(scale)
+        first = start // factor
+        rows = branch(read_map((first, -(-stop // factor))))
+        return crop_band(rows, first * factor, span)

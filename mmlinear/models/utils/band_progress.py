@@ -19,13 +19,16 @@ class BandProgress:
             the run has taken :data:`SHOW_AFTER_S` seconds, so short runs print nothing.
         clock (Callable[[], float]): Seconds on a monotonic scale. Defaults to
             ``time.monotonic``.
+        label (str): What the bar counts the steps of. Defaults to 'streamed forward'.
     """
 
     def __init__(self,
                  total: int,
                  enabled: Optional[bool] = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 label: str = 'streamed forward') -> None:
         self.total = total
+        self.label = label
         self.enabled = enabled
         self.done = 0
         self.clock = clock
@@ -44,7 +47,7 @@ class BandProgress:
 
     def _show(self) -> None:
         self._bar = Progress(
-            TextColumn('streamed forward: {task.description}'), BarColumn(), MofNCompleteColumn(),
+            TextColumn(f'{self.label}: {{task.description}}'), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TimeRemainingColumn())
         self._task = self._bar.add_task('', total=self.total, completed=self.done)
         self._bar.start()

@@ -1,0 +1,149 @@
+"""Semantic segmentation of a whole image of any size with an mmseg model, seeing the whole
+image at once (no sliding window), with memory bounded by bands of rows."""
+import os
+import os.path as osp
+import warnings
+from typing import Any, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from mmlinear.models.data_preprocessors import NormalizedRows
+from mmlinear.models.segmentors import StreamedSegmentation
+from mmlinear.models.utils import check_choice
+from mmlinear.models.utils.token_stream import BUFFERS, allocate_buffer
+
+#: Transforms of a test pipeline that would change the image's size.
+RESIZING_TRANSFORMS = ('Resize', 'RandomResize', 'RandomChoiceResize', 'ResizeToMultiple',
+                       'ResizeShortestEdge')
+
+
+def open_image(source: Union[str, os.PathLike, Any]) -> Any:
+    """The (H, W, C) image a path names, or ``source`` itself when it is an array.
+
+    A ``.npy`` file is memory-mapped (read by rows as needed); any other file is read by
+    mmcv as mmseg's ``LoadImageFromFile`` reads it (BGR, whole).
+
+    Raises:
+        FileNotFoundError: No such file.
+        ValueError: A file mmcv cannot decode.
+    """
+    if not isinstance(source, (str, os.PathLike)):
+        return source
+    path = os.fspath(source)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'no image file {path!r}')
+    if path.endswith('.npy'):
+        return np.load(path, mmap_mode='r')
+    import mmcv
+    image = mmcv.imread(path)
+    if image is None:
+        raise ValueError(f'cannot read {path!r} as an image (mmcv.imread returned nothing): '
+                         f'the file is truncated or not an image')
+    return image
+
+
+def skipped_resizes(model: nn.Module) -> List[str]:
+    """The resizing transforms of the model config's test pipeline (which a whole-image run at
+    the image's own resolution skips)."""
+    cfg = getattr(model, 'cfg', None)
+    pipeline = cfg.get('test_pipeline', []) if cfg is not None else []
+    return [
+        t['type'] for t in pipeline if isinstance(t, dict) and t.get('type') in RESIZING_TRANSFORMS
+    ]
+
+
+def segment_large_image(model: nn.Module,
+                        source: Union[str, os.PathLike, Any],
+                        *,
+                        mem_limit_gb: Optional[float] = None,
+                        return_logits: bool = False,
+                        chunk_rows: Optional[int] = None,
+                        head_rows: Optional[int] = None,
+                        buffer: str = 'memory',
+                        buffer_dir: Optional[str] = None,
+                        progress: Optional[bool] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    """Segment one image of any size whole, as mmseg's ``mode='whole'`` inference would.
+
+    The backbone streams over the image, the neck and UPerHead run over bands of rows (their
+    pyramid pooling over the whole top map), and each band of logits is resized to the
+    image's rows and turned into classes, so memory is bounded by the bands, not the image
+    (see docs/design.md, "Whole-image segmentation"). The logits equal mmseg's
+    ``inference_model`` in mode 'whole' up to rounding.
+
+    The image is segmented at its own resolution: a resizing transform in the config's test
+    pipeline is skipped, with a warning (resizing a huge image to the training scale would
+    lose what it is segmented whole for); so is padding asked of the data preprocessor at
+    test time (mmlinear backbones take any size).
+
+    Args:
+        model (nn.Module): An mmseg ``EncoderDecoder`` (e.g. from ``mmseg.apis.init_model``)
+            with an mmlinear backbone, the ``SimpleFeaturePyramid`` neck and a ``UPerHead``.
+        source (str | PathLike | array-like): An image file, or an (H, W, C) / (H, W) array
+            taken as ``inference_model`` takes an array (channels in the order the data
+            preprocessor expects: BGR for mmcv-read images); a numpy memmap (or a ``.npy``
+            path, mapped) is read by rows.
+        mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak fits;
+            refused before any work, with the predicted figure, when none does.
+        return_logits (bool): Also return the logits. Defaults to False.
+        chunk_rows (int, optional): The backbone's band height (patch rows).
+        head_rows (int, optional): Rows of the decode head's finest level per band.
+        buffer (str): 'memory', or 'disk': the backbone's stream, its map and the outputs in
+            memory-mapped temporary files (removed with them). Defaults to 'memory'.
+        buffer_dir (str, optional): The folder of 'disk' buffers.
+        progress (bool, optional): Show progress bars; None shows them once a run takes a
+            few seconds.
+
+    Returns:
+        Tensor | tuple[Tensor, Tensor]: The (H, W) class map (uint8 for up to 256 classes,
+        else int32; 0/1 for a single-class sigmoid head, thresholded as mmseg does), and with
+        ``return_logits`` the (num_classes, H, W) logits (float32), both CPU tensors.
+    """
+    check_choice('buffer', buffer, BUFFERS)
+    image = open_image(source)
+    preprocessor = model.data_preprocessor
+    for name in skipped_resizes(model):
+        warnings.warn(f'segment_large_image segments at the image\'s own resolution: the test '
+                      f'pipeline\'s {name} is skipped')
+    if getattr(preprocessor, 'test_cfg', None):
+        warnings.warn(f'segment_large_image does not pad at test time: the data preprocessor\'s '
+                      f'test_cfg {dict(preprocessor.test_cfg)} is skipped')
+    streamed = StreamedSegmentation(model)
+    _, bands, H, W = NormalizedRows.batch_shape(image)
+    if bands != streamed.in_channels:
+        raise ValueError(f'the model takes images of {streamed.in_channels} bands (channels), '
+                         f'the image has {bands}')
+    rows = NormalizedRows(image, preprocessor)
+    num_classes = streamed.num_classes
+    map_dtype = torch.uint8 if num_classes <= 256 else torch.int32
+    on_heap = buffer == 'memory'
+    output_bytes = H * W * map_dtype.itemsize
+    if return_logits:
+        output_bytes += num_classes * H * W * 4
+    class_map: Optional[Tensor] = None
+    logits: Optional[Tensor] = None
+    threshold = getattr(model.decode_head, 'threshold', None)
+    for (start, stop), band in streamed.logit_bands(
+            rows,
+            chunk_rows=chunk_rows,
+            head_rows=head_rows,
+            mem_limit_gb=mem_limit_gb,
+            buffer=buffer,
+            buffer_dir=buffer_dir,
+            progress=progress,
+            output_bytes=output_bytes if on_heap else 0):
+        if class_map is None:
+            # Allocated once the backbone has run, so that its peak and theirs never add up.
+            class_map = allocate_buffer((H, W), map_dtype, buffer, buffer_dir)
+            if return_logits:
+                logits = allocate_buffer((num_classes, H, W), torch.float32, buffer, buffer_dir)
+        band = band[0]
+        if num_classes > 1:
+            classes = band.argmax(0)
+        else:  # mmseg's binary head: the sigmoid against the head's threshold
+            classes = (band[0].sigmoid() > threshold)
+        class_map[start:stop] = classes.to(map_dtype).cpu()
+        if logits is not None:
+            logits[:, start:stop] = band.float().cpu()
+    return (class_map, logits) if return_logits else class_map

@@ -1,0 +1,298 @@
+"""Whole-image semantic segmentation over bands of rows: a streamed backbone, then the neck
+and the decode head band by band, for images of any size."""
+from typing import Any, Iterator, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from ..backbones.base_plain_backbone import BasePlainBackbone
+from ..decode_heads.uper_head_bands import UPerHeadBands, check_uper_head
+from ..necks import SimpleFeaturePyramid
+from ..utils import check_choice
+from ..utils.band_progress import BandProgress
+from ..utils.band_resize import Span, resize_band, source_span
+from ..utils.stream_memory import GB, StreamedMemory
+from ..utils.token_stream import BUFFERS, check_chunk_rows, row_bands
+
+
+class StreamedSegmentationMemory(NamedTuple):
+    """The predicted peak memory of a streamed segmentation beyond the weights, in bytes.
+
+    The backbone runs first (its own peak, :class:`StreamedMemory`, with its output map);
+    then its stream is gone, the whole-image outputs are allocated, and the neck and head run
+    over bands of the map it left.
+
+    Attributes:
+        backbone (StreamedMemory): The backbone's streamed forward.
+        head_band_bytes (int): One band of the neck and decode head, its class scores resized
+            to the image's rows included.
+        output_bytes (int): The class map and logits held in memory for the whole image
+            (allocated after the backbone has run).
+        head_rows (int): Rows of the head's finest level per band.
+    """
+    backbone: StreamedMemory
+    head_band_bytes: int
+    output_bytes: int
+    head_rows: int
+
+    @property
+    def total_bytes(self) -> int:
+        """int: The larger of the two phases (the head's with the whole-image outputs)."""
+        head_phase = self.backbone.input_bytes + self.backbone.output_bytes + \
+            self.head_band_bytes + self.output_bytes
+        return max(self.backbone.total_bytes, head_phase)
+
+    def describe(self) -> str:
+        """str: The total and its parts, in GB."""
+        return (f'{self.total_bytes / GB:.2f} GB (backbone {self.backbone.describe()}; head '
+                f'bands of {self.head_rows} rows {self.head_band_bytes / GB:.2f}; outputs '
+                f'{self.output_bytes / GB:.2f})')
+
+
+class StreamedSegmentation:
+    """An mmseg ``EncoderDecoder`` run over an image in bands of rows.
+
+    The backbone streams (:meth:`BasePlainBackbone.forward_streamed`) and leaves its map
+    (in memory or in a mapped file); the simple pyramid's levels are made from it band by
+    band (:meth:`SimpleFeaturePyramid.forward_rows`) and UPerHead runs over bands of its
+    finest level (:class:`UPerHeadBands`, its pyramid pooling over the whole top map first).
+    Each band of class scores is resized to the image's rows as ``decode_head.predict``
+    resizes the whole map, so the bands equal mmseg's whole-image logits up to rounding.
+
+    Args:
+        segmentor (nn.Module): An mmseg ``EncoderDecoder`` with an mmlinear plain backbone
+            (``out_type='featmap'``), a ``SimpleFeaturePyramid`` neck and a ``UPerHead``.
+    """
+
+    def __init__(self, segmentor: nn.Module) -> None:
+        backbone = segmentor.backbone
+        if not isinstance(backbone, BasePlainBackbone) or backbone.out_type != 'featmap':
+            got = type(backbone).__name__
+            if isinstance(backbone, BasePlainBackbone):
+                got += f' with out_type={backbone.out_type!r}'
+            raise TypeError(f"streamed segmentation needs an mmlinear backbone with "
+                            f"out_type='featmap' (InfViT, WeightFormer, VECA), got {got}")
+        neck = getattr(segmentor, 'neck', None)
+        if not isinstance(neck, SimpleFeaturePyramid):
+            raise TypeError(f'streamed segmentation needs the mmlinear SimpleFeaturePyramid '
+                            f'neck, got {type(neck).__name__}')
+        self.segmentor = segmentor
+        self.backbone, self.neck, self.decode_head = backbone, neck, segmentor.decode_head
+        check_uper_head(self.decode_head)
+
+    @property
+    def in_channels(self) -> int:
+        """int: The bands (channels) of the images the backbone takes."""
+        return self.backbone.patch_embed.in_channels
+
+    @property
+    def num_classes(self) -> int:
+        """int: Channels of the logits (``out_channels`` of the decode head)."""
+        return self.decode_head.out_channels
+
+    def _map_shape(self, image_shape: Sequence[int]) -> Tuple[int, int]:
+        return self.backbone._grid_shape(image_shape)
+
+    def _head_bands(self,
+                    map_shape: Tuple[int, int],
+                    read_map: Optional[Any] = None) -> UPerHeadBands:
+
+        def read_level(level: int, span: Span) -> Tensor:
+            return self.neck.forward_rows(read_map, map_shape, level, span)
+
+        return UPerHeadBands(self.decode_head, self.neck.level_shapes(map_shape), read_level)
+
+    def image_bands(self, image_shape: Sequence[int],
+                    head_rows: int) -> Iterator[Tuple[Span, Span]]:
+        """The bands of image rows and, for each, the rows of the head's finest level its
+        resized logits read.
+
+        Args:
+            image_shape (Sequence[int]): (B, C, H, W).
+            head_rows (int): Rows of the finest level per band, >= 1.
+
+        Yields:
+            tuple[Span, Span]: (image rows, finest-level rows).
+        """
+        check_head_rows(head_rows)
+        height = image_shape[2]
+        finest = self.neck.level_shapes(self._map_shape(image_shape))[self.decode_head.in_index[0]]
+        rows_per_band = max(1, head_rows * height // finest[0])
+        align = self.decode_head.align_corners
+        for span in row_bands(height, rows_per_band):
+            yield span, source_span(span, finest[0], height, align)
+
+    def predict_memory(self,
+                       image_shape: Sequence[int],
+                       *,
+                       chunk_rows: int,
+                       head_rows: int,
+                       buffer: str = 'memory',
+                       input_in_memory: bool = True,
+                       output_bytes: int = 0) -> StreamedSegmentationMemory:
+        """The peak memory of :meth:`logit_bands` beyond the weights, before any work.
+
+        Args:
+            image_shape (Sequence[int]): (B, C, H, W).
+            chunk_rows (int): The backbone's band height (patch rows).
+            head_rows (int): Rows of the head's finest level per band.
+            buffer (str): Where the backbone's stream and map live ('memory' or 'disk').
+            input_in_memory (bool): Whether the normalised image is one tensor in memory.
+            output_bytes (int): What the caller holds for the whole image (class map, logits).
+
+        Returns:
+            StreamedSegmentationMemory: The parts and the total.
+        """
+        backbone = self.backbone.predict_streamed_memory(
+            image_shape, chunk_rows=chunk_rows, buffer=buffer, input_in_memory=input_in_memory)
+        B, W = image_shape[0], image_shape[3]
+        itemsize = self.backbone.patch_embed.projection.weight.element_size()
+        head = self._head_bands(self._map_shape(image_shape))
+        band_bytes = 0
+        for rows, finest in self.image_bands(image_shape, head_rows):
+            # The head's band, and its logits resized to the image rows (taps, then columns).
+            resized = 2 * self.num_classes * (rows[1] - rows[0]) * W
+            band_bytes = max(band_bytes, B * (head.band_elements(finest) + resized) * itemsize)
+            break  # the first band is the tallest
+        return StreamedSegmentationMemory(backbone, band_bytes, output_bytes, head_rows)
+
+    def pick_rows(self,
+                  image_shape: Sequence[int],
+                  *,
+                  chunk_rows: Optional[int] = None,
+                  head_rows: Optional[int] = None,
+                  mem_limit_gb: Optional[float] = None,
+                  buffer: str = 'memory',
+                  input_in_memory: bool = True,
+                  output_bytes: int = 0) -> Tuple[int, int]:
+        """The backbone's and the head's band heights.
+
+        Without a limit, heights not given are the tallest whose band holds at most
+        :attr:`BasePlainBackbone.default_band_bytes`; with ``mem_limit_gb`` the tallest whose
+        predicted peak fits (at most the heights given), and a limit that no band meets is
+        refused (ValueError, with the predicted figure).
+
+        Returns:
+            tuple[int, int]: (chunk_rows, head_rows).
+        """
+        if chunk_rows is not None:
+            check_chunk_rows(chunk_rows)
+        if head_rows is not None:
+            check_head_rows(head_rows)
+        finest_rows = self.neck.level_shapes(
+            self._map_shape(image_shape))[self.decode_head.in_index[0]][0]
+
+        def memory_at(backbone_rows: int, rows: int) -> StreamedSegmentationMemory:
+            return self.predict_memory(
+                image_shape,
+                chunk_rows=backbone_rows,
+                head_rows=rows,
+                buffer=buffer,
+                input_in_memory=input_in_memory,
+                output_bytes=output_bytes)
+
+        def fits(memory: StreamedSegmentationMemory) -> bool:
+            if mem_limit_gb is None:
+                return memory.head_band_bytes <= self.backbone.default_band_bytes
+            return memory.total_bytes <= mem_limit_gb * GB
+
+        if mem_limit_gb is not None:
+            needed = memory_at(chunk_rows or self.backbone.stream_row_alignment, 1)
+            if not fits(needed):
+                raise ValueError(f'streamed segmentation needs {needed.describe()}, limit '
+                                 f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use "
+                                 f"buffer='disk' or an image read by rows from a file")
+        chunk_rows = self.backbone.pick_chunk_rows(image_shape, chunk_rows, mem_limit_gb, buffer,
+                                                   input_in_memory)
+        if head_rows is not None and mem_limit_gb is None:
+            return chunk_rows, head_rows
+        if not fits(memory_at(chunk_rows, 1)):  # without a limit: even one row passes the mark
+            return chunk_rows, 1
+        low, high = 1, min(head_rows or finest_rows, finest_rows)
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(memory_at(chunk_rows, middle)) else \
+                (low, middle - 1)
+        return chunk_rows, low
+
+    def logit_bands(self,
+                    image: Any,
+                    *,
+                    chunk_rows: Optional[int] = None,
+                    head_rows: Optional[int] = None,
+                    mem_limit_gb: Optional[float] = None,
+                    buffer: str = 'memory',
+                    buffer_dir: Optional[str] = None,
+                    progress: Optional[bool] = None,
+                    output_bytes: int = 0) -> Iterator[Tuple[Span, Tensor]]:
+        """The logits of the whole image, band of rows by band of rows (inference).
+
+        Args:
+            image (Tensor | array-like): (B, C, H, W) images normalised as the data
+                preprocessor normalises them (a tensor, or an array read by rows; see
+                :meth:`BasePlainBackbone.forward_streamed`), with the padding mask attached
+                as the preprocessor attaches it, if any.
+            chunk_rows (int, optional): The backbone's band height (patch rows).
+            head_rows (int, optional): Rows of the head's finest level per band.
+            mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak
+                (:meth:`predict_memory`) fits; refused before any work when none does.
+            buffer (str): Where the backbone's stream and map live: 'memory' or 'disk'.
+            buffer_dir (str, optional): The folder of 'disk' buffers.
+            progress (bool, optional): Progress bars (the backbone's, then the head's); None
+                shows them once a run takes a few seconds.
+            output_bytes (int): Whole-image outputs the caller holds, for the limit.
+
+        Yields:
+            tuple[Span, Tensor]: Image rows (start, stop) and their logits (B, num_classes,
+            stop - start, W), as ``decode_head.predict`` gives them for the whole image (the
+            input's own size), in the weights' dtype and device.
+        """
+        if self.segmentor.training:
+            raise RuntimeError('streamed segmentation is inference only: call .eval() first')
+        check_choice('buffer', buffer, BUFFERS)
+        shape = tuple(getattr(image, 'shape', ()))
+        if len(shape) != 4:
+            raise ValueError(f'expected images of shape (B, C, H, W), got '
+                             f'{shape if shape else type(image).__name__}')
+        chunk_rows, head_rows = self.pick_rows(
+            shape,
+            chunk_rows=chunk_rows,
+            head_rows=head_rows,
+            mem_limit_gb=mem_limit_gb,
+            buffer=buffer,
+            input_in_memory=isinstance(image, Tensor),
+            output_bytes=output_bytes)
+        weight = self.backbone.patch_embed.projection.weight
+        with torch.no_grad():
+            feats = self.backbone.forward_streamed(
+                image,
+                chunk_rows=chunk_rows,
+                buffer=buffer,
+                buffer_dir=buffer_dir,
+                progress=progress)
+            feature_map = feats[self.neck.in_index]
+            map_shape = tuple(feature_map.shape[2:])
+            del feats
+
+            def read_map(span: Span) -> Tensor:
+                return feature_map[:, :, span[0]:span[1]].to(weight.device, weight.dtype)
+
+            head = self._head_bands(map_shape, read_map)
+            bands = list(self.image_bands(shape, head_rows))
+            with BandProgress(len(bands) + 1, progress, label='decode head') as bar:
+                head.pool(head_rows)
+                bar.advance('pyramid pooling')
+                finest = head.shapes[0]
+                align = self.decode_head.align_corners
+                for index, (rows, finest_rows) in enumerate(bands):
+                    logits = head.logits(finest_rows)
+                    yield rows, resize_band(logits, finest_rows[0], rows, finest[0],
+                                            (shape[2], shape[3]), align)
+                    bar.advance(f'band {index + 1}/{len(bands)}')
+
+
+def check_head_rows(head_rows: int) -> None:
+    """Raise a ValueError unless ``head_rows`` is an integer >= 1."""
+    if isinstance(head_rows, bool) or not isinstance(head_rows, int) or head_rows < 1:
+        raise ValueError(f"head_rows must be an integer >= 1 (rows of the head's finest level "
+                         f'per band), got {head_rows!r}')

@@ -1,0 +1,173 @@
+"""segment_large_image against mmseg's own whole-image inference (``inference_model``) on the
+demo UperNets, its inputs (arrays, files, memmaps) and its refusals."""
+import os.path as osp
+import warnings
+
+import mmcv
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+from mmseg.apis import inference_model, init_model
+
+from mmlinear.apis.large_image_segmentation import segment_large_image
+
+REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+DEMO_UPERNETS = {
+    'infvit': 'upernet_infvit-demo-linear_shapes-ade.py',
+    'weightformer': 'upernet_weightformer-demo_shapes-ade.py',
+    'veca': 'upernet_veca-demo_shapes-ade.py',
+}
+
+
+def demo_upernet(name, **cfg_options):
+    """A demo UperNet with its constructors' random weights (nothing loaded)."""
+    cfg = Config.fromfile(osp.join(REPO_ROOT, 'configs', 'demo', DEMO_UPERNETS[name]))
+    cfg.model.backbone.init_cfg = None
+    cfg.merge_from_dict(cfg_options)
+    torch.manual_seed(0)
+    return init_model(cfg, None, device='cpu')
+
+
+def scene(height, width, seed=0):
+    """An image with structure (blocks of colour), so that the classes are not all ties."""
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, size=(-(-height // 16), -(-width // 16), 3), dtype=np.uint8)
+    image = np.repeat(np.repeat(blocks, 16, 0), 16, 1)[:height, :width]
+    return np.ascontiguousarray(image)
+
+
+def mmseg_whole(model, image):
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        result = inference_model(model, image)
+    return result.seg_logits.data, result.pred_sem_seg.data[0]
+
+
+def assert_same_segmentation(class_map, logits, expected_logits, expected_map):
+    scale = expected_logits.abs().max()
+    assert scale > 0.01
+    torch.testing.assert_close(logits, expected_logits, rtol=0, atol=1e-4 * scale.item())
+    # The same argmax, except where the best two scores tie to rounding.
+    top2 = expected_logits.topk(2, dim=0).values
+    differ = class_map.long() != expected_map
+    assert ((top2[0] - top2[1])[differ] < 1e-4 * scale).all()
+    assert differ.float().mean() < 1e-3
+
+
+@pytest.mark.parametrize('name', sorted(DEMO_UPERNETS))
+def test_equals_mmseg_whole_inference(name):
+    """200 x 136: partial patches (8 x 8), odd maps at every level (25 x 17 tokens, a 13 x 9
+    top map); small bands, so that every level is cut several times."""
+    model = demo_upernet(name)
+    image = scene(200, 136)
+    class_map, logits = segment_large_image(
+        model, image, return_logits=True, chunk_rows=4, head_rows=8)
+    assert class_map.shape == (200, 136) and class_map.dtype == torch.uint8
+    assert logits.shape == (4, 200, 136) and logits.dtype == torch.float32
+    assert_same_segmentation(class_map, logits, *mmseg_whole(model, image))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', sorted(DEMO_UPERNETS))
+def test_equals_mmseg_whole_inference_at_2048(name):
+    """2048 x 2048 (65,536 patches of 8 x 8), bands picked by the default band size."""
+    model = demo_upernet(name)
+    image = scene(2048, 2048, seed=7)
+    class_map, logits = segment_large_image(model, image, return_logits=True)
+    assert_same_segmentation(class_map, logits, *mmseg_whole(model, image))
+
+
+def test_band_heights_do_not_change_the_result():
+    model = demo_upernet('infvit')
+    image = scene(96, 80)
+    reference = segment_large_image(model, image, chunk_rows=1000, head_rows=1000)
+    for chunk_rows, head_rows in ((1, 1), (3, 5)):
+        assert torch.equal(
+            segment_large_image(model, image, chunk_rows=chunk_rows, head_rows=head_rows),
+            reference)
+
+
+def test_files_memmaps_and_disk_buffers(tmp_path):
+    model = demo_upernet('infvit')
+    image = scene(64, 88, seed=3)
+    expected_logits, expected_map = mmseg_whole(model, image)
+    png = str(tmp_path / 'scene.png')
+    mmcv.imwrite(image, png)
+    npy = str(tmp_path / 'scene.npy')
+    np.save(npy, image)
+    for source in (png, npy, np.load(npy, mmap_mode='r')):
+        class_map, logits = segment_large_image(
+            model, source, return_logits=True, buffer='disk', buffer_dir=str(tmp_path), head_rows=4)
+        assert_same_segmentation(class_map, logits, expected_logits, expected_map)
+    # The disk buffers are anonymous files: nothing is left beside the inputs.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['scene.npy', 'scene.png']
+
+
+def test_a_resize_in_the_test_pipeline_is_skipped_with_a_warning():
+    model = demo_upernet('infvit')
+    model.cfg.test_pipeline = [
+        dict(type='LoadImageFromFile'),
+        dict(type='Resize', scale=(64, 64), keep_ratio=True),
+        dict(type='PackSegInputs'),
+    ]
+    with pytest.warns(UserWarning, match="own resolution: the test pipeline's Resize is skipped"):
+        class_map = segment_large_image(model, scene(96, 72))
+    assert class_map.shape == (96, 72)
+
+
+def test_the_streamed_test_mode_equals_mode_whole():
+    """mmlinear.StreamedEncoderDecoder with test_cfg mode 'streamed', through mmseg's own
+    inference_model, against the same weights in mode 'whole'."""
+    model = demo_upernet(
+        'weightformer',
+        model=dict(
+            type='mmlinear.StreamedEncoderDecoder',
+            test_cfg=dict(mode='streamed', chunk_rows=2, head_rows=6)))
+    image = scene(104, 120, seed=5)
+    streamed_logits, streamed_map = mmseg_whole(model, image)
+    model.test_cfg.mode = 'whole'
+    assert_same_segmentation(streamed_map, streamed_logits, *mmseg_whole(model, image))
+    model.test_cfg = dict(mode='streamed', band=3)
+    with pytest.raises(ValueError, match=r"unknown test_cfg keys \['band'\] for mode 'streamed'"):
+        mmseg_whole(model, image)
+    model.test_cfg = dict(mode='tiles')
+    with pytest.raises(
+            ValueError, match="unknown test_cfg mode 'tiles'; allowed: 'whole', "
+            "'slide', 'streamed'"):
+        mmseg_whole(model, image)
+
+
+def test_memory_limit_picks_bands_or_refuses_before_any_work():
+    model = demo_upernet('infvit')
+    image = scene(64, 64)
+    assert torch.equal(
+        segment_large_image(model, image, mem_limit_gb=1.0), segment_large_image(model, image))
+    calls = []
+    model.backbone.register_forward_pre_hook(lambda *args: calls.append(args))
+    with pytest.raises(
+            ValueError, match=r'streamed segmentation needs \d+\.\d+ GB .*limit '
+            r'1e-06 GB'):
+        segment_large_image(model, image, mem_limit_gb=1e-6)
+    assert not calls
+
+
+def test_bad_inputs_name_the_problem(tmp_path):
+    model = demo_upernet('infvit')
+    with pytest.raises(FileNotFoundError, match="no image file '.*missing.png'"):
+        segment_large_image(model, str(tmp_path / 'missing.png'))
+    truncated = tmp_path / 'truncated.png'
+    mmcv.imwrite(scene(64, 64), str(truncated))
+    truncated.write_bytes(truncated.read_bytes()[:60])
+    with pytest.raises(ValueError, match='truncated or not an image'):
+        segment_large_image(model, str(truncated))
+    with pytest.raises(ValueError, match=r'takes images of 3 bands \(channels\), the image has 4'):
+        segment_large_image(model, np.zeros((64, 64, 4), np.uint16))
+    with pytest.raises(ValueError, match=r'at least one patch \(8x8\) large, got 4x64'):
+        segment_large_image(model, np.zeros((4, 64, 3), np.uint8))
+    with pytest.raises(ValueError, match=r"expected an \(H, W, C\) or \(H, W\) image"):
+        segment_large_image(model, np.zeros((1, 3, 64, 64), np.uint8))
+    with pytest.raises(ValueError, match="head_rows must be an integer >= 1"):
+        segment_large_image(model, scene(64, 64), head_rows=0)
+    with pytest.raises(ValueError, match="unknown buffer .swap.; allowed: .memory., .disk."):
+        segment_large_image(model, scene(64, 64), buffer='swap')

@@ -14,6 +14,8 @@ from mmlinear.models.segmentors import StreamedSegmentation
 from mmlinear.models.utils import check_choice
 from mmlinear.models.utils.token_stream import BUFFERS, allocate_buffer
 
+#: Files read lazily by windows through rasterio (GDAL) rather than whole through mmcv.
+RASTER_SUFFIXES = ('.tif', '.tiff', '.vrt', '.img', '.jp2')
 #: Transforms of a test pipeline that would change the image's size.
 RESIZING_TRANSFORMS = ('Resize', 'RandomResize', 'RandomChoiceResize', 'ResizeToMultiple',
                        'ResizeShortestEdge')
@@ -22,8 +24,10 @@ RESIZING_TRANSFORMS = ('Resize', 'RandomResize', 'RandomChoiceResize', 'ResizeTo
 def open_image(source: Union[str, os.PathLike, Any]) -> Any:
     """The (H, W, C) image a path names, or ``source`` itself when it is an array.
 
-    A ``.npy`` file is memory-mapped (read by rows as needed); any other file is read by
-    mmcv as mmseg's ``LoadImageFromFile`` reads it (BGR, whole).
+    A GeoTIFF / BigTIFF (any of ``RASTER_SUFFIXES``) is opened as a
+    :class:`~mmlinear.apis.rasters.RasterImage` (N bands, read by windows of rows, in the
+    file's band order), a ``.npy`` file is memory-mapped (read by rows as needed); any other
+    file is read by mmcv as mmseg's ``LoadImageFromFile`` reads it (BGR, whole).
 
     Raises:
         FileNotFoundError: No such file.
@@ -34,6 +38,9 @@ def open_image(source: Union[str, os.PathLike, Any]) -> Any:
     path = os.fspath(source)
     if not osp.isfile(path):
         raise FileNotFoundError(f'no image file {path!r}')
+    if path.lower().endswith(RASTER_SUFFIXES):
+        from .rasters import RasterImage
+        return RasterImage(path)
     if path.endswith('.npy'):
         return np.load(path, mmap_mode='r')
     import mmcv

@@ -1,0 +1,134 @@
+"""tools/inference/large_image.py: a GeoTIFF in, a class-map GeoTIFF out that keeps its
+georeference and equals segment_large_image, and every refusal before any work."""
+import json
+import os.path as osp
+import warnings
+
+import numpy as np
+import pytest
+import rasterio
+import torch
+from analysis_tools_loader import load_tool, run_tool_main
+from conftest import REPO_ROOT
+from mmengine.config import Config
+from mmengine.runner import save_checkpoint
+from mmseg.apis import init_model
+from rasterio.crs import CRS
+from rasterio.transform import from_origin
+
+from mmlinear.apis import segment_large_image
+from mmlinear.apis.rasters import RasterImage
+
+CONFIG = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')
+TRANSFORM = from_origin(500000.0, 4100000.0, 0.5, 0.5)  # UTM metres, 0.5 m pixels
+
+
+@pytest.fixture(scope='module')
+def tool():
+    return load_tool('large_image', osp.join(REPO_ROOT, 'tools', 'inference'))
+
+
+@pytest.fixture(scope='module')
+def checkpoint(tmp_path_factory):
+    """The demo UperNet with its constructors' random weights, saved as a runner saves it."""
+    cfg = Config.fromfile(CONFIG)
+    cfg.model.backbone.init_cfg = None
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        model = init_model(cfg, None, device='cpu')
+    path = str(tmp_path_factory.mktemp('checkpoint') / 'upernet.pth')
+    meta = dict(dataset_meta=dict(classes=cfg.classes, palette=cfg.palette))
+    save_checkpoint(dict(meta=meta, state_dict=model.state_dict()), path)
+    return path
+
+
+def write_raster(path, bands, crs='EPSG:32633', transform=TRANSFORM):
+    count, height, width = bands.shape
+    profile = dict(driver='GTiff', height=height, width=width, count=count, dtype=bands.dtype)
+    if crs is not None:
+        profile.update(crs=crs, transform=transform)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # rasterio's NotGeoreferencedWarning
+        with rasterio.open(path, 'w', **profile) as dataset:
+            dataset.write(bands)
+    return str(path)
+
+
+def scene_bands(height=88, width=120, count=3, dtype=np.uint8, seed=0):
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, (count, -(-height // 8), -(-width // 8))).astype(dtype)
+    return np.repeat(np.repeat(blocks, 8, 1), 8, 2)[:, :height, :width].copy()
+
+
+def test_a_geotiff_in_gives_a_georeferenced_class_map_out(tool, checkpoint, tmp_path):
+    source = write_raster(tmp_path / 'scene.tif', scene_bands())
+    out = tmp_path / 'out'
+    result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, '--probabilities')
+    assert result.returncode == 0, result.stderr
+    assert 'predicted peak' in result.stdout
+    with rasterio.open(out / 'class_map.tif') as dataset:
+        assert dataset.crs == CRS.from_string('EPSG:32633')
+        assert dataset.transform == TRANSFORM
+        assert dataset.profile['tiled'] and dataset.count == 1
+        class_map = dataset.read(1)
+    with rasterio.open(out / 'probabilities.tif') as dataset:
+        assert dataset.count == 4 and dataset.crs == CRS.from_string('EPSG:32633')
+        probabilities = dataset.read()
+    np.testing.assert_allclose(probabilities.sum(0), 1, rtol=1e-5)
+    np.testing.assert_array_equal(probabilities.argmax(0), class_map)
+    # The same classes as segment_large_image on the raster's rows.
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        model = init_model(CONFIG, checkpoint, device='cpu')
+    with RasterImage(source) as image:
+        np.testing.assert_array_equal(segment_large_image(model, image).numpy(), class_map)
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['georeferenced'] and summary['shape'] == [88, 120, 3]
+    assert sum(summary['pixels_per_class']) == 88 * 120
+    assert summary['predicted_peak_gb'] > 0 and summary['peak_rss_gb'] > 0
+    assert sorted(p.name
+                  for p in out.iterdir()) == ['class_map.tif', 'probabilities.tif', 'summary.json']
+
+
+def test_existing_outputs_are_refused_without_force(tool, checkpoint, tmp_path):
+    source = write_raster(tmp_path / 'scene.tif', scene_bands(64, 64))
+    out = tmp_path / 'out'
+    out.mkdir()
+    (out / 'class_map.tif').write_bytes(b'mine')
+    result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out)
+    assert 'outputs exist' in str(result.returncode) and 'use --force' in str(result.returncode)
+    assert (out / 'class_map.tif').read_bytes() == b'mine'
+    assert run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, '--force').returncode == 0
+    with rasterio.open(out / 'class_map.tif') as dataset:
+        assert dataset.shape == (64, 64)
+
+
+def test_a_missing_georeference_is_a_warning(tool, checkpoint, tmp_path):
+    source = write_raster(tmp_path / 'plain.tif', scene_bands(64, 72), crs=None)
+    out = tmp_path / 'out'
+    with pytest.warns(UserWarning, match='has no georeference: the outputs are written without'):
+        result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out)
+    assert result.returncode == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        with rasterio.open(out / 'class_map.tif') as dataset:
+            assert dataset.crs is None and dataset.shape == (64, 72)
+
+
+def test_bad_inputs_are_refused_before_any_work(tool, checkpoint, tmp_path):
+    out = tmp_path / 'out'
+    four_bands = write_raster(tmp_path / 'four.tif', scene_bands(64, 64, 4, np.uint16))
+    result = run_tool_main(tool, four_bands, CONFIG, checkpoint, '--out', out)
+    assert 'takes images of 3 bands (channels), the image has 4' in str(result.returncode)
+    truncated = tmp_path / 'truncated.tif'
+    source = write_raster(tmp_path / 'whole.tif', scene_bands(64, 64))
+    truncated.write_bytes(open(source, 'rb').read()[:200])
+    result = run_tool_main(tool, truncated, CONFIG, checkpoint, '--out', out)
+    assert 'truncated.tif' in str(result.returncode)
+    result = run_tool_main(tool, tmp_path / 'none.tif', CONFIG, checkpoint, '--out', out)
+    assert "no image file '" in str(result.returncode)
+    result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, '--mem-limit-gb',
+                           '0.000001')
+    assert 'streamed segmentation needs' in str(result.returncode)
+    assert not out.exists()

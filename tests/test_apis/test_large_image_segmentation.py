@@ -171,3 +171,22 @@ def test_bad_inputs_name_the_problem(tmp_path):
         segment_large_image(model, scene(64, 64), head_rows=0)
     with pytest.raises(ValueError, match="unknown buffer .swap.; allowed: .memory., .disk."):
         segment_large_image(model, scene(64, 64), buffer='swap')
+
+
+def test_four_band_16_bit_images_equal_mmseg_whole_inference():
+    """N bands: a 4-band model (the patch embedding's in_channels) normalised per band by the
+    data preprocessor, on 16-bit data."""
+    model = demo_upernet(
+        'infvit',
+        model=dict(
+            backbone=dict(in_channels=4),
+            data_preprocessor=dict(
+                mean=[500.0, 800.0, 600.0, 2000.0],
+                std=[150.0, 200.0, 180.0, 600.0],
+                bgr_to_rgb=False)))
+    rng = np.random.default_rng(4)
+    blocks = rng.integers(0, 4096, (7, 9, 4), dtype=np.uint16)
+    image = np.ascontiguousarray(np.repeat(np.repeat(blocks, 16, 0), 16, 1)[:100, :136])
+    class_map, logits = segment_large_image(model, image, return_logits=True, head_rows=6)
+    assert logits.shape == (4, 100, 136)
+    assert_same_segmentation(class_map, logits, *mmseg_whole(model, image))

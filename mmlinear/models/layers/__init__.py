@@ -11,7 +11,7 @@ from .layer_norm_2d import LayerNorm2d
 from .mlp import Mlp
 from .onednn_linear import OneDNNLinear
 from .online_core_attention import OnlineCoreAttention
-from .patch_embed import PatchEmbed
+from .patch_embed import PatchEmbed, adapt_input_bands
 from .proj_patch_embed import ProjPatchEmbed
 from .rope2d import Rope2D, apply_rope, patch_band_coords, patch_grid_coords, rotate_pairs
 from .swiglu import SwiGLU
@@ -22,7 +22,7 @@ __all__ = [
     'ATTN_TYPES', 'RHO_MODES', 'CorePeripheryAttention', 'DynamicDWConv', 'DynamicLinear',
     'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OneDNNLinear', 'OnlineCoreAttention',
     'PatchEmbed', 'ProjPatchEmbed', 'Rope2D', 'SwiGLU', 'VECABlock', 'WeightFormerBlock',
-    'active_prefix', 'apply_rope', 'band_conv3x3', 'build_coordinate_head', 'build_core_bank',
-    'check_core_budget', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
-    'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'active_prefix', 'adapt_input_bands', 'apply_rope', 'band_conv3x3', 'build_coordinate_head',
+    'build_core_bank', 'check_core_budget', 'farthest_point_sampling', 'fps_core_coords',
+    'move_cores', 'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]

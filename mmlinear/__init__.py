@@ -2,8 +2,9 @@
 
 Importing the package is light. Where mmengine is installed it applies process-wide shims:
 mmengine checkpoints load under torch's weights-only unpickler, ``mmlinear::`` config
-inheritance works, and checkpoints are written atomically and auto-resume takes the newest
-readable one. Without mmengine (a machine with torch alone, such
+inheritance works, checkpoints are written atomically and auto-resume takes the newest
+readable one, and a resumed run continues exactly where its checkpoint was written (random
+states, position inside an epoch). Without mmengine (a machine with torch alone, such
 as a bare GPU image) ``mmlinear.ops`` and ``mmlinear._ext`` still import and run.
 """
 import importlib.util
@@ -16,6 +17,7 @@ import torch  # noqa: F401
 from .version import __version__
 
 if importlib.util.find_spec('mmengine') is not None:
+    from .engine.exact_resume import register_exact_resume
     from .utils.atomic_checkpoint import register_atomic_checkpoints
     from .utils.config_scope import register_config_scope
     from .utils.latest_checkpoint import register_latest_valid_checkpoint
@@ -24,5 +26,6 @@ if importlib.util.find_spec('mmengine') is not None:
     register_config_scope()
     register_atomic_checkpoints()
     register_latest_valid_checkpoint()
+    register_exact_resume()
 
 __all__ = ['__version__']

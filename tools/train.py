@@ -73,6 +73,9 @@ def main() -> None:
             raise ValueError('--auto-scale-lr needs auto_scale_lr.base_batch_size in the config')
         cfg.auto_scale_lr.enable = True
     set_preemption(cfg, args.preemptible)
+    # torchrun counts its restarts of a failed group: a restarted worker continues the run.
+    if args.resume is None and int(os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')) > 0:
+        args.resume = 'auto'
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:

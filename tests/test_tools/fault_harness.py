@@ -68,6 +68,24 @@ class WaitForSignalHook(Hook):
             f.write(str(os.getpid()))
         while preemption.received is None:
             time.sleep(0.01)  # wakes for the handler; how long it waits decides nothing
+
+
+@HOOKS.register_module()
+class ExitOnceHook(Hook):
+    """Rank `rank` dies (os._exit, no clean-up, as a crashed worker) after iteration `at`,
+    once: `once_file` records that it happened."""
+
+    def __init__(self, at, rank, once_file):
+        self.at = at
+        self.rank = rank
+        self.once_file = once_file
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        if runner.iter + 1 == self.at and runner.rank == self.rank and \\
+                not os.path.exists(self.once_file):
+            with open(self.once_file, 'w') as f:
+                f.write(str(runner.iter + 1))
+            os._exit(3)
 '''
 
 

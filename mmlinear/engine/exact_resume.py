@@ -22,10 +22,10 @@ message hub and the hooks' own checkpoint state, but
   states just before the first batch that is trained again.
 
 The states are restored where the uninterrupted run stood when the checkpoint was written.
-That is the same as where it stood before its next batch, and so bit-exact, for checkpoints
-written after a training iteration (the preemption checkpoint, iteration checkpoints) and for
-epoch checkpoints unless a validation runs between the checkpoint and the next epoch: its data
-loader draws its seed from torch's generator, which the resumed run does not repeat.
+That is where it stood before its next batch, and so bit-exact, unless a validation runs
+between the checkpoint and the next training batch (after an epoch checkpoint, or at an
+iteration checkpoint's iteration): its data loader draws its seed from torch's generator, and
+the resumed run does not repeat that validation.
 """
 import logging
 import random

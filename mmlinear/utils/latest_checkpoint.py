@@ -50,13 +50,14 @@ def checkpoint_problem(path: str) -> Optional[str]:
 
 def _candidates(work_dir: str, named: Optional[str]) -> List[str]:
     """The marker's file first, then the run's other checkpoints, newest first."""
-    folders = {work_dir} | ({osp.dirname(named)} if named else set())
-    others = [
-        osp.join(folder, name) for folder in folders if osp.isdir(folder)
+    folders = {osp.normpath(work_dir)} | ({osp.normpath(osp.dirname(named))} if named else set())
+    others = {
+        osp.join(folder, name)
+        for folder in folders if osp.isdir(folder)
         for name in os.listdir(folder) if CHECKPOINT_NAME.match(name)
-    ]
-    others = sorted((p for p in others if p != named), key=osp.getmtime, reverse=True)
-    return ([named] if named else []) + others
+    } - ({osp.normpath(named)} if named else set())
+    return ([named] if named else []) + sorted(
+        others, key=lambda p: (osp.getmtime(p), p), reverse=True)
 
 
 def find_latest_valid_checkpoint(work_dir: str) -> Optional[str]:

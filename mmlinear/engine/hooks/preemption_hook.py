@@ -22,6 +22,18 @@ _UNCATCHABLE = ('SIGKILL', 'SIGSTOP')
 
 
 def _check_signals(signals: Sequence[str]) -> tuple:
+    """The signal names, checked.
+
+    Args:
+        signals (Sequence[str]): Names such as ``'SIGTERM'``.
+
+    Returns:
+        tuple[str]: The names.
+
+    Raises:
+        ValueError: For a name that is not a signal or cannot be caught, or an empty list;
+            the message lists the allowed names.
+    """
     allowed = sorted(s.name for s in signal.Signals if s.name not in _UNCATCHABLE)
     if isinstance(signals, str) or not signals:
         raise ValueError(f'signals must be a non-empty list of signal names, got {signals!r}; '

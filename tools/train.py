@@ -14,10 +14,11 @@ import os
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-# Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
+# Importing mmlinear applies its shims: safe checkpoint loading, mmlinear:: configs, atomic
+# checkpoints, resuming from the newest readable one, exact resumption.
 from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, enable_amp,
                            fix_dataloaders, load_config, parse_tool_args, prepare_launcher,
-                           set_work_dir, toolbox_scope)
+                           set_work_dir, toolbox_scope, torchrun_attempt)
 from mmlinear.engine.hooks import REQUEUE_EXIT_CODE
 
 
@@ -74,7 +75,7 @@ def main() -> None:
         cfg.auto_scale_lr.enable = True
     set_preemption(cfg, args.preemptible)
     # torchrun counts its restarts of a failed group: a restarted worker continues the run.
-    if args.resume is None and int(os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')) > 0:
+    if args.resume is None and torchrun_attempt() > 0:
         args.resume = 'auto'
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None

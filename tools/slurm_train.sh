@@ -6,10 +6,10 @@
 # Preemption and time limits: slurm sends the tasks SIGUSR1 SIGNAL_SECONDS before the job's
 # time limit (srun --signal=USR1@SIGNAL_SECONDS) and SIGTERM when it preempts the job; the
 # tasks run with --preemptible, so they checkpoint after the current iteration and exit with
-# status 75. Inside a batch job (sbatch --requeue; see docs/long_runs.md)
-# the script then requeues the job with scontrol, and every start resumes (--resume) from the
-# newest readable checkpoint in WORK_DIR. The batch shell's own warning
-# (sbatch --signal=B:USR1@SECONDS) is passed on to the tasks.
+# status 75. Inside a batch job (sbatch --requeue; see docs/long_runs.md) the script then
+# requeues the job with scontrol, and every start resumes (--resume) from the newest readable
+# checkpoint in WORK_DIR. The batch shell's own warning (sbatch --signal=B:USR1@SECONDS) is
+# passed on to the tasks.
 set -euo pipefail
 if [[ $# -lt 4 ]]; then
     echo "usage: $0 PARTITION JOB_NAME CONFIG WORK_DIR [train.py args...]" >&2

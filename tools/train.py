@@ -5,6 +5,7 @@ Examples:
     python tools/train.py CONFIG --work-dir work_dirs/x --amp --cfg-options train_cfg.max_epochs=1
     python tools/train.py CONFIG --resume                 # latest checkpoint in the work dir
     python tools/train.py CONFIG --resume path/to/epoch_3.pth
+    python tools/train.py CONFIG --preemptible --resume   # SIGTERM / SIGUSR1: checkpoint, exit 75
     bash tools/dist_train.sh CONFIG 2                     # torchrun, gloo on a CPU-only machine
 """
 import argparse
@@ -13,10 +14,12 @@ import os
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-# Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
+# Importing mmlinear applies its shims: safe checkpoint loading, mmlinear:: configs, atomic
+# checkpoints, resuming from the newest readable one, exact resumption.
 from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, enable_amp,
                            fix_dataloaders, load_config, parse_tool_args, prepare_launcher,
-                           set_work_dir, toolbox_scope)
+                           set_work_dir, toolbox_scope, torchrun_attempt)
+from mmlinear.engine.hooks import REQUEUE_EXIT_CODE
 
 
 def parse_args() -> argparse.Namespace:
@@ -30,6 +33,11 @@ def parse_args() -> argparse.Namespace:
         help='resume training: from PATH, or without a value from the latest checkpoint '
         'in the work dir')
     parser.add_argument(
+        '--preemptible',
+        action='store_true',
+        help='on SIGTERM or SIGUSR1, checkpoint after the current iteration and exit with '
+        f'status {REQUEUE_EXIT_CODE} (mmlinear.PreemptionHook as default_hooks.preemption)')
+    parser.add_argument(
         '--amp',
         action='store_true',
         help='mixed precision (float16 with loss scaling on CUDA, bfloat16 on the CPU)')
@@ -39,6 +47,19 @@ def parse_args() -> argparse.Namespace:
         help='scale the learning rate by the actual batch size (auto_scale_lr in the config)')
     add_common_arguments(parser)
     return parse_tool_args(parser)
+
+
+def set_preemption(cfg, preemptible: bool) -> None:
+    """Add ``mmlinear.PreemptionHook`` as ``default_hooks.preemption`` for ``--preemptible``,
+    keeping the options a config gives it. Without the flag, ``preemption=None`` (a config
+    inheriting one that switches it on) switches it off; mmengine itself accepts None only for
+    its own default hooks."""
+    hooks = cfg.setdefault('default_hooks', {})
+    if preemptible:
+        hooks['preemption'] = hooks.get('preemption') or {}
+        hooks['preemption'].setdefault('type', 'mmlinear.PreemptionHook')
+    elif 'preemption' in hooks and hooks['preemption'] is None:
+        hooks.pop('preemption')
 
 
 def main() -> None:
@@ -52,6 +73,10 @@ def main() -> None:
         if 'auto_scale_lr' not in cfg or 'base_batch_size' not in cfg.auto_scale_lr:
             raise ValueError('--auto-scale-lr needs auto_scale_lr.base_batch_size in the config')
         cfg.auto_scale_lr.enable = True
+    set_preemption(cfg, args.preemptible)
+    # torchrun counts its restarts of a failed group: a restarted worker continues the run.
+    if args.resume is None and torchrun_attempt() > 0:
+        args.resume = 'auto'
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:

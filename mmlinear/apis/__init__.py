@@ -15,7 +15,7 @@ from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backb
                             build_backbone, build_classifier, input_normalization)
 from .runner_setup import (SCOPES, add_common_arguments, check_dataset_paths, close_launcher,
                            enable_amp, fix_dataloaders, load_config, parse_tool_args,
-                           prepare_launcher, set_work_dir, toolbox_scope)
+                           prepare_launcher, set_work_dir, toolbox_scope, torchrun_attempt)
 from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 
 __all__ = [
@@ -25,7 +25,7 @@ __all__ = [
     'close_launcher', 'convert_vit_checkpoint', 'count_flops', 'count_params', 'detect_task',
     'enable_amp', 'fix_dataloaders', 'infer_image', 'input_normalization', 'list_images',
     'load_config', 'load_images', 'parse_tool_args', 'prepare_launcher', 'save_converted',
-    'set_work_dir', 'toolbox_scope'
+    'set_work_dir', 'toolbox_scope', 'torchrun_attempt'
 ]
 
 if importlib.util.find_spec('mmseg') is not None:

@@ -172,13 +172,40 @@ def _slurm_env_to_torch_env() -> None:
     os.environ.setdefault('MASTER_PORT', '29500')
 
 
+def torchrun_attempt() -> int:
+    """How many times torchrun has restarted this worker's group (0 outside torchrun)."""
+    return int(os.environ.get('TORCHELASTIC_RESTART_COUNT', '0'))
+
+
+def _init_process_group(backend: str) -> None:
+    """``init_process_group`` from the env:// variables, keyed by torchrun's attempt.
+
+    torchrun's static rendezvous (``--master_addr`` / ``--master_port``, as dist_train.sh runs
+    it) keeps one store for every attempt of a run, and the keys of ``init_process_group``
+    name no attempt: a restarted worker could read the address that a dead worker of the
+    previous attempt left there (gloo then fails with "Connection refused"). After a restart
+    the keys get a prefix of their own.
+    """
+    attempt = torchrun_attempt()
+    if attempt == 0:
+        dist.init_process_group(backend=backend)
+        return
+    store, rank, world_size = next(dist.rendezvous('env://'))
+    dist.init_process_group(
+        backend=backend,
+        store=dist.PrefixStore(f'mmlinear/attempt_{attempt}', store),
+        rank=rank,
+        world_size=world_size)
+
+
 def prepare_launcher(cfg: Config, launcher: str) -> None:
     """Set up distributed running; on a machine without CUDA, use gloo.
 
     mmengine 0.10.7's ``init_dist`` always calls ``torch.cuda.set_device`` and its default DDP
     wrapper passes ``device_ids=[LOCAL_RANK]``, which DDP rejects for CPU modules. Without
     CUDA we therefore create the gloo process group here (mmengine then skips its own) and
-    give the wrapper ``device_ids=None``.
+    give the wrapper ``device_ids=None``. A worker that torchrun restarted creates its group
+    here with CUDA too (:func:`_init_process_group` says why).
 
     Args:
         cfg (Config): The config; ``launcher`` and, without CUDA, ``model_wrapper_cfg`` and
@@ -186,7 +213,13 @@ def prepare_launcher(cfg: Config, launcher: str) -> None:
         launcher (str): 'none', 'pytorch', 'slurm' or 'mpi'.
     """
     cfg.launcher = launcher
-    if launcher == 'none' or torch.cuda.is_available():
+    if launcher == 'none':
+        return
+    if torch.cuda.is_available():
+        if launcher == 'pytorch' and torchrun_attempt() > 0:
+            # As mmengine's init_dist (which skips an initialised group), with the prefix.
+            torch.cuda.set_device(int(os.environ['LOCAL_RANK']))
+            _init_process_group(cfg.get('env_cfg', {}).get('dist_cfg', {}).get('backend', 'nccl'))
         return
     if launcher == 'slurm':
         _slurm_env_to_torch_env()
@@ -195,7 +228,7 @@ def prepare_launcher(cfg: Config, launcher: str) -> None:
         os.environ.setdefault('WORLD_SIZE', os.environ['OMPI_COMM_WORLD_SIZE'])
         os.environ.setdefault('LOCAL_RANK', os.environ['OMPI_COMM_WORLD_LOCAL_RANK'])
     if not dist.is_initialized():
-        dist.init_process_group(backend='gloo')
+        _init_process_group('gloo')
     cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
     wrapper = cfg.get('model_wrapper_cfg') or {}
     wrapper.setdefault('type', 'MMDistributedDataParallel')

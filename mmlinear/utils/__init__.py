@@ -1,4 +1,5 @@
-"""The ground floor: extension loading, safe checkpoint loading, config scope, progress.
+"""The ground floor: extension loading, safe checkpoint loading and writing, config scope,
+progress.
 
 The names are resolved on first use, so that importing ``mmlinear.utils`` (as
 ``mmlinear.ops`` does) needs torch only; the checkpoint and config helpers import mmengine
@@ -10,6 +11,10 @@ from typing import Any
 # Public name -> the submodule that defines it.
 _EXPORTS = {
     'checkpoint_getattr': 'safe_checkpoint',
+    'checkpoint_problem': 'latest_checkpoint',
+    'find_latest_valid_checkpoint': 'latest_checkpoint',
+    'write_file_atomic': 'atomic_checkpoint',
+    'write_last_checkpoint': 'atomic_checkpoint',
     'load_checkpoint_file': 'safe_checkpoint',
     'register_safe_checkpoint_globals': 'safe_checkpoint',
     'register_config_scope': 'config_scope',

@@ -10,18 +10,23 @@ import textwrap
 from conftest import REPO_ROOT
 from test_train_test_e2e import cls_config
 
-# Records, in every Python process of the run, each file opened for writing whose name ends
-# in .pth, with the process's rank (an audit hook sees every open(), whoever calls it).
+# Records, in every Python process of the run, each file whose name ends in .pth that is
+# opened for writing or made by a rename (mmlinear writes a temporary file, then renames it),
+# with the process's rank (an audit hook sees every open() and rename, whoever calls it).
 WRITE_AUDIT = '''
 import os
 import sys
 
 
 def _record_checkpoint_writes(event, args):
-    if event == 'open' and isinstance(args[0], str) and args[0].endswith('.pth') \\
-            and isinstance(args[1], str) and ('w' in args[1] or 'a' in args[1]):
+    written = None
+    if event == 'open' and isinstance(args[1], str) and ('w' in args[1] or 'a' in args[1]):
+        written = args[0]
+    elif event == 'os.rename':
+        written = args[1]
+    if isinstance(written, str) and written.endswith('.pth'):
         with open(os.environ['MMLINEAR_WRITE_AUDIT'], 'a') as log:
-            log.write(f"{os.environ.get('RANK', '-')} {args[0]}\\n")
+            log.write(f"{os.environ.get('RANK', '-')} {written}\\n")
 
 
 sys.addaudithook(_record_checkpoint_writes)

@@ -7,14 +7,13 @@ prefix of K cores for the whole forward pass. Validation and testing use a fixed
 """
 from typing import List, Optional, Sequence
 
-from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from torch import nn
 
 from mmlinear.models.backbones import VECA
 from mmlinear.models.layers import check_core_budget
 from mmlinear.registry import HOOKS
-from .shared_draw import draw_shared, sampling_probabilities, shared_seed
+from .shared_draw import SharedDrawHook, draw_shared, sampling_probabilities
 
 # Every prefix of whole chunks of VECA's core bank, as the reference's nested budgets.
 REFERENCE_BUDGETS = tuple(range(VECA.core_chunk_size, VECA.max_cores + 1, VECA.core_chunk_size))
@@ -22,7 +21,7 @@ REFERENCE_WEIGHTS = (1, 1, 2, 2, 3, 3, 4, 4)
 
 
 @HOOKS.register_module()
-class ElasticCoreBudgetHook(Hook):
+class ElasticCoreBudgetHook(SharedDrawHook):
     """Draw one VECA core budget per training iteration; evaluate at a fixed one.
 
     The budget of iteration ``i`` comes from a generator seeded with a seed shared by all
@@ -30,7 +29,7 @@ class ElasticCoreBudgetHook(Hook):
     collective per step. The reference broadcasts rank 0's draw each step instead, which is
     equivalent in distribution but adds a synchronisation point to every iteration and
     restarts its sequence on resume. When ``seed`` is None, rank 0's run seed is broadcast
-    once at the start.
+    once at the start; a resumed run keeps the saved run's seed (:class:`SharedDrawHook`).
 
     Every module of the model with an ``active_cores`` attribute (the VECA backbones, e.g. a
     distillation student) gets the budget before the train step, and the drawn value is
@@ -63,7 +62,7 @@ class ElasticCoreBudgetHook(Hook):
             raise ValueError(f'budgets must not repeat, got {self.budgets}')
         self.probs = sampling_probabilities('budgets', self.budgets, weights)
         self.eval_cores = check_core_budget(eval_cores, VECA.max_cores, VECA.core_chunk_size)
-        self.seed = seed
+        super().__init__(seed)
         self._targets: List[nn.Module] = []
 
     def draw(self, iteration: int) -> int:
@@ -87,7 +86,7 @@ class ElasticCoreBudgetHook(Hook):
         if not self._targets:
             raise ValueError(f'ElasticCoreBudgetHook found no module with an `active_cores` '
                              f'attribute (a VECA backbone) in {type(model).__name__}')
-        self.seed = shared_seed(runner, self.seed)
+        super().before_run(runner)
         if min(self.budgets) < VECA.max_cores and \
                 getattr(runner.model, 'find_unused_parameters', True) is False:
             raise ValueError(

@@ -4,10 +4,9 @@ from typing import List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from mmengine.hooks import Hook
 
 from mmlinear.registry import HOOKS
-from .shared_draw import draw_shared, sampling_probabilities, shared_seed
+from .shared_draw import SharedDrawHook, draw_shared, sampling_probabilities
 
 # Reference stage 2: phase A (steps 0-7,000) draws 256/384/512, phase B adds 768.
 REFERENCE_RESOLUTIONS = (256, 384, 512, 768)
@@ -16,7 +15,7 @@ REFERENCE_PHASES = (dict(begin=0, weights=(0.35, 0.35, 0.30, 0.0)),
 
 
 @HOOKS.register_module()
-class MultiResolutionHook(Hook):
+class MultiResolutionHook(SharedDrawHook):
     """Resize every training batch to one resolution drawn per iteration, shared by all ranks.
 
     The reference keeps one data loader per resolution, each resizing the shorter side to
@@ -24,7 +23,8 @@ class MultiResolutionHook(Hook):
     resolution (shorter side 1.125 x 768 = 864, crop 768) and the hook resizes the stacked
     batch to the drawn size (bicubic, antialiased) before the data preprocessor: the same
     field of view as the reference, from a single loader. The draw uses :func:`draw_shared`
-    (the same on all ranks, no communication per step). Only square, label-free batches of
+    (the same on all ranks, no communication per step, and a resumed run keeps the saved
+    run's seed: :class:`SharedDrawHook`). Only square, label-free batches of
     one stacked tensor (mmpretrain ``default_collate``, e.g. distillation) are supported:
     boxes or masks would need rescaling too.
 
@@ -58,7 +58,7 @@ class MultiResolutionHook(Hook):
             sampling_probabilities('resolutions', self.resolutions, phase['weights'])
             for phase in phases
         ]
-        self.seed = seed
+        super().__init__(seed)
 
     def draw(self, iteration: int) -> int:
         """The resolution of training iteration ``iteration`` (the same on every rank)."""
@@ -67,9 +67,6 @@ class MultiResolutionHook(Hook):
                                'runner call before_run first')
         phase = max(i for i, begin in enumerate(self.begins) if begin <= iteration)
         return draw_shared(self.seed, iteration, self.stream, self.resolutions, self.probs[phase])
-
-    def before_run(self, runner) -> None:
-        self.seed = shared_seed(runner, self.seed)
 
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
         """Resize ``data_batch['inputs']`` in place to this iteration's resolution."""

@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 from mmengine.dist import broadcast_object_list
+from mmengine.hooks import Hook
 
 
 def sampling_probabilities(name: str, choices: Sequence, weights: Sequence[float]) -> np.ndarray:
@@ -61,3 +62,30 @@ def draw_shared(seed: int, iteration: int, stream: int, choices: Sequence, probs
     """
     rng = np.random.default_rng([seed, iteration, stream])
     return choices[int(rng.choice(len(choices), p=probs))]
+
+
+class SharedDrawHook(Hook):
+    """Base of the hooks that draw with :func:`draw_shared`: one seed, kept across a resume.
+
+    The seed is fixed in ``before_run`` (the given one, else rank 0's run seed) and recorded in
+    the message hub, which every checkpoint saves. A resumed run takes the saved seed in
+    ``before_train`` (the runner has loaded the checkpoint by then), so its draws continue the
+    saved run's sequence, also when that run's seed was random (``randomness.seed=None``).
+
+    Args:
+        seed (int, optional): Seed shared by all ranks. Defaults to None (rank 0's run seed).
+    """
+
+    def __init__(self, seed: Optional[int] = None) -> None:
+        self.seed = seed
+
+    @property
+    def _seed_key(self) -> str:
+        return f'shared_draw_seed/{type(self).__name__}'
+
+    def before_run(self, runner) -> None:
+        self.seed = shared_seed(runner, self.seed)
+
+    def before_train(self, runner) -> None:
+        self.seed = int(runner.message_hub.get_info(self._seed_key, self.seed))
+        runner.message_hub.update_info(self._seed_key, self.seed)

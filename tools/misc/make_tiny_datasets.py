@@ -17,6 +17,13 @@ Four sets under ``--out`` (default ``data/shapes``):
   .png label maps (0 background, 1 circle, 2 square, 3 triangle; mmseg BaseSegDataset).
 
 A second run with the same arguments finds the completion stamp and does nothing.
+
+``--large-scene SIZE`` writes, instead, one large remote-sensing-like raster of the same kind
+of scenes: ``<out>/large/scene_<SIZE>.tif``, a SIZE x SIZE 4-band 16-bit GeoTIFF (the RGB of
+128 x 128 scenes scaled to 16 bits, and a fourth, near-infrared-like band: their brightness),
+tiled, georeferenced (WGS 84 / UTM zone 33N, 0.5 m pixels), written a row of scenes at a time
+so that it never is in memory, and its label map ``labels_<SIZE>.tif`` (uint8, same
+georeference). It needs rasterio.
 """
 import argparse
 import json
@@ -189,6 +196,53 @@ def make_ade(root: str, split: str, count: int, rng: np.random.RandomState) -> N
         Image.fromarray(label_map).save(osp.join(ann_dir, f'{i:05d}.png'))
 
 
+#: The large scene's georeference: WGS 84 / UTM zone 33N, 0.5 m pixels, from this corner.
+LARGE_SCENE_CRS = 'EPSG:32633'
+LARGE_SCENE_ORIGIN = (500000.0, 4100000.0)
+LARGE_SCENE_PIXEL_M = 0.5
+SCENE_SIZE = 128
+
+
+def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[str, str]:
+    """A ``size`` x ``size`` 4-band uint16 GeoTIFF of 128 x 128 scenes and its label map.
+
+    Returns:
+        tuple[str, str]: The paths of the scene and of its labels.
+    """
+    import rasterio
+    from rasterio.transform import from_origin
+    os.makedirs(root, exist_ok=True)
+    paths = (osp.join(root, f'scene_{size}.tif'), osp.join(root, f'labels_{size}.tif'))
+    profile = dict(
+        driver='GTiff',
+        width=size,
+        height=size,
+        crs=LARGE_SCENE_CRS,
+        transform=from_origin(*LARGE_SCENE_ORIGIN, LARGE_SCENE_PIXEL_M, LARGE_SCENE_PIXEL_M),
+        tiled=True,
+        blockxsize=512,
+        blockysize=512,
+        compress='deflate',
+        BIGTIFF='IF_SAFER')
+    cells = -(-size // SCENE_SIZE)
+    with rasterio.open(paths[0], 'w', count=4, dtype='uint16', **profile) as image, \
+            rasterio.open(paths[1], 'w', count=1, dtype='uint8', **profile) as labels:
+        for row in range(cells):
+            rgb = np.zeros((SCENE_SIZE, cells * SCENE_SIZE, 3), np.uint8)
+            label_row = np.zeros((SCENE_SIZE, cells * SCENE_SIZE), np.uint8)
+            for col in range(cells):
+                img, label_map, _ = scene(rng, SCENE_SIZE)
+                rgb[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = np.asarray(img)
+                label_row[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = label_map
+            height = min(SCENE_SIZE, size - row * SCENE_SIZE)
+            bands = rgb[:height, :size].astype(np.uint16) * 257  # 8 to 16 bits
+            bands = np.concatenate([bands, bands.max(2, keepdims=True)], 2).transpose(2, 0, 1)
+            window = rasterio.windows.Window(0, row * SCENE_SIZE, size, height)
+            image.write(np.ascontiguousarray(bands), window=window)
+            labels.write(label_row[None, :height, :size], window=window)
+    return paths
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--out', default='data/shapes', help='output folder')
@@ -196,6 +250,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         '--scale', type=float, default=1.0, help='multiply every split size (e.g. 0.1 for tests)')
     parser.add_argument('--force', action='store_true', help='regenerate even if complete')
+    parser.add_argument(
+        '--large-scene',
+        type=int,
+        metavar='SIZE',
+        help='write only the SIZE x SIZE 4-band 16-bit GeoTIFF scene and its labels under '
+        '<out>/large')
     return parser.parse_args()
 
 
@@ -224,6 +284,20 @@ def main() -> None:
     args = parse_args()
     if args.scale <= 0:
         raise SystemExit(f'--scale must be positive, got {args.scale}')
+    if args.large_scene is not None:
+        if args.large_scene < SCENE_SIZE:
+            raise SystemExit(f'--large-scene must be at least {SCENE_SIZE}, got {args.large_scene}')
+        root = osp.join(args.out, 'large')
+        existing = [
+            osp.join(root, f'{name}_{args.large_scene}.tif') for name in ('scene', 'labels')
+        ]
+        if not args.force and all(osp.exists(path) for path in existing):
+            print(f'{existing[0]} exists (use --force to rewrite it)')
+            return
+        start = time.time()
+        paths = make_large_scene(root, args.large_scene, np.random.RandomState(args.seed + 7))
+        print(f'[{time.time() - start:5.1f}s] wrote {paths[0]} and {paths[1]}')
+        return
     settings = dict(seed=args.seed, scale=args.scale, version=7)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):

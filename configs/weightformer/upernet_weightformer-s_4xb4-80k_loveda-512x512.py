@@ -6,20 +6,15 @@
 # tools/inference/large_image.py. To start from an ImageNet checkpoint, add
 # model.backbone.init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.').
 # The test pipeline's Resize to (1024, 1024) keeps LoveDA's tiles at their own size.
-_base_ = ['../_base_/upernet_simple-pyramid_adamw.py', 'mmseg::_base_/datasets/loveda.py']
+_base_ = ['../_base_/upernet_weightformer-s_streamed-test.py', 'mmseg::_base_/datasets/loveda.py']
 
 crop_size = (512, 512)
 max_iters = 80000
 model = dict(
-    type='mmlinear.StreamedEncoderDecoder',
     data_preprocessor=dict(size=crop_size),
-    backbone=dict(type='mmlinear.WeightFormer', arch='s', patch_size=16, drop_path_rate=0.2),
-    neck=dict(in_channels=384),
-    decode_head=dict(in_channels=[96, 192, 384, 384], num_classes=7),
-    auxiliary_head=dict(in_channels=384, num_classes=7),
-    test_cfg=dict(mode='streamed', mem_limit_gb=8))
+    decode_head=dict(num_classes=7),
+    auxiliary_head=dict(num_classes=7))
 
-optim_wrapper = dict(paramwise_cfg=dict(norm_decay_mult=0., bias_decay_mult=0., flat_decay_mult=0.))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
     dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=max_iters, by_epoch=False)

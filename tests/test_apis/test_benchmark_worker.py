@@ -69,39 +69,31 @@ def test_run_case_streams_and_predicts_its_peak(stream_input):
     assert result['predicted_mem_mb'] > expected_floor
 
 
+def segmentor_case(**options):
+    """A one-run case of the demo UperNet on a 96 x 64 image."""
+    return dict(
+        dict(
+            model=DEMO_UPERNET,
+            resolution=(96, 64),
+            batch=1,
+            dtype='fp32',
+            device='cpu',
+            warmup=0,
+            repeats=1,
+            threads=torch.get_num_threads()), **options)
+
+
 @pytest.mark.parametrize('mode, stream_input', [('forward', 'tensor'), ('streamed', 'tensor'),
                                                 ('streamed', 'file')])
 def test_a_segmentor_config_measures_the_whole_model(mode, stream_input):
     """A segmentor's config runs mmseg's whole-image inference ('forward') or
     segment_large_image ('streamed', with its predicted peak) on one generated image."""
-    case = dict(
-        model=DEMO_UPERNET,
-        resolution=(96, 64),
-        batch=1,
-        dtype='fp32',
-        mode=mode,
-        device='cpu',
-        warmup=0,
-        repeats=1,
-        threads=torch.get_num_threads(),
-        chunk_rows=2,
-        stream_input=stream_input)
-    result = run_case(case)
+    result = run_case(segmentor_case(mode=mode, chunk_rows=2, stream_input=stream_input))
     assert result['status'] == 'ok' and result['peak_mem_mb'] > 0 and result['params'] > 0
     assert (result['predicted_mem_mb'] > 0) if mode == 'streamed' else \
         result['predicted_mem_mb'] is None
 
 
 def test_a_segmentor_is_not_trained_by_the_benchmark():
-    case = dict(
-        model=DEMO_UPERNET,
-        resolution=64,
-        batch=1,
-        dtype='fp32',
-        mode='train',
-        device='cpu',
-        warmup=0,
-        repeats=1,
-        threads=1)
     with pytest.raises(ValueError, match="measured in modes 'forward'"):
-        run_case(case)
+        run_case(segmentor_case(mode='train'))

@@ -9,7 +9,7 @@ import textwrap
 
 import torch
 from conftest import REPO_ROOT
-from test_train_test_e2e import last_checkpoint, run
+from test_train_test_e2e import DEMO, last_checkpoint, run, write_config
 
 from mmlinear.engine.hooks import REQUEUE_EXIT_CODE
 
@@ -108,6 +108,26 @@ def with_fault_hooks(body: str, hooks) -> str:
     source strings; a child's list replaces its base's, so a config's own hooks go in too)."""
     return body + (f"\ncustom_imports = dict(imports=['mmlinear.models', 'fault_hooks'], "
                    f"allow_failed_imports=False)\ncustom_hooks = [{', '.join(hooks)}]\n")
+
+
+def tiny_classifier_config(tmp_path, data: str, batch_size: int, epochs: int, checkpoint: str,
+                           hooks) -> str:
+    """The demo classifier at the 'infvit-test' size on the tiny sets, as ``cls.py`` with the
+    fault hooks ``hooks``; ``checkpoint`` is the CheckpointHook's options (a dict's body)."""
+    return write_config(
+        tmp_path, 'cls.py',
+        with_fault_hooks(
+            f'''
+_base_ = ['{DEMO}/infvit-demo-linear_shapes-cls.py']
+model = dict(backbone=dict(arch='infvit-test'), head=dict(in_channels=32))
+train_dataloader = dict(batch_size={batch_size}, num_workers=0, persistent_workers=False,
+                        dataset=dict(data_root='{data}/cls'))
+val_dataloader = dict(num_workers=0, persistent_workers=False,
+                      dataset=dict(data_root='{data}/cls'))
+test_dataloader = val_dataloader
+train_cfg = dict(max_epochs={epochs}, val_interval={epochs})
+default_hooks = dict(checkpoint=dict({checkpoint}))
+''', hooks))
 
 
 def wait_hook(at, tmp_path) -> str:

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 from conftest import REPO_ROOT
-from fault_harness import assert_same_weights, env_with, final_weights, hooks_dir, with_fault_hooks
+from fault_harness import (assert_same_weights, env_with, final_weights, hooks_dir,
+                           tiny_classifier_config)
 from test_distributed import free_port
 from test_preemption import train_images
-from test_train_test_e2e import DEMO, write_config
 
 
 def dist_train(config, work_dir, tmp_path, max_restarts):
@@ -36,20 +36,9 @@ def test_a_killed_worker_restarts_the_group_which_resumes_and_matches(tiny_data,
     at = saved + 1  # rank 1 dies after this iteration
     assert at < 2 * per_epoch
     once = str(tmp_path / 'died')
-    config = write_config(
-        tmp_path, 'cls.py',
-        with_fault_hooks(
-            f'''
-_base_ = ['{DEMO}/infvit-demo-linear_shapes-cls.py']
-model = dict(backbone=dict(arch='infvit-test'), head=dict(in_channels=32))
-train_dataloader = dict(batch_size=8, num_workers=0, persistent_workers=False,
-                        dataset=dict(data_root='{tiny_data}/cls'))
-val_dataloader = dict(num_workers=0, persistent_workers=False,
-                      dataset=dict(data_root='{tiny_data}/cls'))
-test_dataloader = val_dataloader
-train_cfg = dict(max_epochs=2, val_interval=2)
-default_hooks = dict(checkpoint=dict(by_epoch=False, interval={saved}))
-''', [f"dict(type='ExitOnceHook', at={at}, rank=1, once_file='{once}')"]))
+    config = tiny_classifier_config(
+        tmp_path, tiny_data, 8, 2, f'by_epoch=False, interval={saved}',
+        [f"dict(type='ExitOnceHook', at={at}, rank=1, once_file='{once}')"])
 
     with open(once, 'w') as f:  # the uninterrupted run: the worker has "already died"
         f.write('0')

@@ -9,27 +9,15 @@ import sys
 
 import torch
 from conftest import REPO_ROOT
-from fault_harness import env_with, hooks_dir, with_fault_hooks
-from test_train_test_e2e import DEMO, last_checkpoint, run, write_config
+from fault_harness import env_with, hooks_dir, tiny_classifier_config
+from test_train_test_e2e import last_checkpoint, run
 
 from mmlinear.utils import checkpoint_problem
 
 
 def cls_config(tmp_path, data, epochs, keep):
-    return write_config(
-        tmp_path, 'cls.py',
-        with_fault_hooks(
-            f'''
-_base_ = ['{DEMO}/infvit-demo-linear_shapes-cls.py']
-model = dict(backbone=dict(arch='infvit-test'), head=dict(in_channels=32))
-train_dataloader = dict(batch_size=16, num_workers=0, persistent_workers=False,
-                        dataset=dict(data_root='{data}/cls'))
-val_dataloader = dict(num_workers=0, persistent_workers=False,
-                      dataset=dict(data_root='{data}/cls'))
-test_dataloader = val_dataloader
-train_cfg = dict(max_epochs={epochs}, val_interval={epochs})
-default_hooks = dict(checkpoint=dict(interval=1, max_keep_ckpts={keep}))
-''', []))
+    return tiny_classifier_config(tmp_path, data, 16, epochs, f'interval=1, max_keep_ckpts={keep}',
+                                  [])
 
 
 def train_with_fault(config, work_dir, tmp_path, at_write, kind):

@@ -66,8 +66,8 @@ def test_the_large_scene_is_a_georeferenced_four_band_16_bit_geotiff(tmp_path):
                     str(tmp_path), '--large-scene', '300'],
                    check=True,
                    capture_output=True)
-    with rasterio.open(tmp_path / 'large' / 'scene_300.tif') as image, \
-            rasterio.open(tmp_path / 'large' / 'labels_300.tif') as labels:
+    with rasterio.open(tmp_path / 'scene_300.tif') as image, \
+            rasterio.open(tmp_path / 'labels_300.tif') as labels:
         assert (image.count, image.dtypes[0], image.shape) == (4, 'uint16', (300, 300))
         assert image.crs.to_epsg() == 32633 and image.transform.a == 0.5
         assert image.profile['tiled'] and labels.transform == image.transform

@@ -19,7 +19,8 @@ Four sets under ``--out`` (default ``data/shapes``):
 A second run with the same arguments finds the completion stamp and does nothing.
 
 ``--large-scene SIZE`` writes, instead, one large remote-sensing-like raster of the same kind
-of scenes: ``<out>/large/scene_<SIZE>.tif``, a SIZE x SIZE 4-band 16-bit GeoTIFF (the RGB of
+of scenes: ``<out>/scene_<SIZE>.tif`` (``--out`` defaults to ``data/shapes_large`` then), a
+SIZE x SIZE 4-band 16-bit GeoTIFF (the RGB of
 128 x 128 scenes scaled to 16 bits, and a fourth, near-infrared-like band: their brightness),
 tiled, georeferenced (WGS 84 / UTM zone 33N, 0.5 m pixels), written a row of scenes at a time
 so that it never is in memory, and its label map ``labels_<SIZE>.tif`` (uint8, same
@@ -245,7 +246,8 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--out', default='data/shapes', help='output folder')
+    parser.add_argument(
+        '--out', help='output folder (default: data/shapes; data/shapes_large with --large-scene)')
     parser.add_argument('--seed', type=int, default=0, help='random seed')
     parser.add_argument(
         '--scale', type=float, default=1.0, help='multiply every split size (e.g. 0.1 for tests)')
@@ -254,8 +256,7 @@ def parse_args() -> argparse.Namespace:
         '--large-scene',
         type=int,
         metavar='SIZE',
-        help='write only the SIZE x SIZE 4-band 16-bit GeoTIFF scene and its labels under '
-        '<out>/large')
+        help='write only the SIZE x SIZE 4-band 16-bit GeoTIFF scene and its labels')
     return parser.parse_args()
 
 
@@ -287,7 +288,7 @@ def main() -> None:
     if args.large_scene is not None:
         if args.large_scene < SCENE_SIZE:
             raise SystemExit(f'--large-scene must be at least {SCENE_SIZE}, got {args.large_scene}')
-        root = osp.join(args.out, 'large')
+        root = args.out or 'data/shapes_large'
         existing = [
             osp.join(root, f'{name}_{args.large_scene}.tif') for name in ('scene', 'labels')
         ]
@@ -298,6 +299,7 @@ def main() -> None:
         paths = make_large_scene(root, args.large_scene, np.random.RandomState(args.seed + 7))
         print(f'[{time.time() - start:5.1f}s] wrote {paths[0]} and {paths[1]}')
         return
+    args.out = args.out or 'data/shapes'
     settings = dict(seed=args.seed, scale=args.scale, version=7)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):

@@ -22,6 +22,14 @@ crop_size = (128, 128)
 classifier_checkpoint = 'work_dirs/demo/infvit-demo-linear_shapes-cls/epoch_20.pth'
 # One process: plain BN (mmengine would also revert SyncBN outside distributed runs).
 norm_cfg = dict(type='BN', requires_grad=True)
+# Cross-entropy weighted per class by about the square root of the background's pixel share over
+# the class's (training split: background 88.3 %, circle 5.5 %, square 3.8 %, triangle 2.4 % of
+# the pixels). Unweighted, the classes were learnt in the order of their pixel shares: at
+# iteration 150 the UperNet labelled every shape a circle (square and triangle IoU 0.0), and
+# whether the triangle was learnt by the end depended on the CPU's floating-point path (mIoU
+# 96.8 on an AMD EPYC; 70.0 with triangle IoU 0.1 on an Intel Xeon with AMX). Weighted, every
+# class is predicted by iteration 150 (triangle IoU 71.6) and above 90 at the end.
+class_weight = [1.0, 4.0, 4.9, 6.0]
 model = dict(
     # mmseg's preprocessor, also handing each batch's padding mask to the backbone.
     data_preprocessor=dict(
@@ -46,9 +54,15 @@ model = dict(
         in_index=[0, 1, 2],
         channels=64,
         num_classes=len(classes),
-        norm_cfg=norm_cfg),
+        norm_cfg=norm_cfg,
+        loss_decode=dict(class_weight=class_weight)),
     auxiliary_head=dict(
-        in_channels=96, in_index=1, channels=32, num_classes=len(classes), norm_cfg=norm_cfg))
+        in_channels=96,
+        in_index=1,
+        channels=32,
+        num_classes=len(classes),
+        norm_cfg=norm_cfg,
+        loss_decode=dict(class_weight=class_weight)))
 
 dataset = dict(
     type='BaseSegDataset',

@@ -22,21 +22,47 @@ MEASURED = {
     'mIoU': 96.8,
     'mAcc': 97.9,
     'aAcc': 99.6,
+    'IoU.background': 99.6,
+    'IoU.circle': 97.1,
+    'IoU.square': 96.0,
+    'IoU.triangle': 94.5,
 }
+# The end of an mmseg test log, as its IoUMetric writes the per-class table.
+SEG_TEST_LOG = """\
+12/02 16:01:10 - mmengine - INFO - Load checkpoint from w/iter_450.pth
+12/02 16:01:19 - mmengine - INFO - per class results:
+12/02 16:01:19 - mmengine - INFO -
++------------+-------+-------+
+|   Class    |  IoU  |  Acc  |
++------------+-------+-------+
+| background | 99.6  | 99.81 |
+|   circle   | 97.1  | 98.3  |
+|   square   |  96.0 | 97.77 |
+|  triangle  | 94.5  | 96.02 |
++------------+-------+-------+
+12/02 16:01:19 - mmengine - INFO - Iter(test) [60/60]    aAcc: 99.6000  mIoU: 96.8000
+"""
 
 
 def results(changes: Optional[Dict[str, float]] = None) -> list:
     """The demo's (demo, metrics, seconds) triples, from ``MEASURED`` updated by ``changes``."""
     metrics = dict(MEASURED, **(changes or {}))
-    return [(demo, {k: metrics[k] for k in demo.metrics}, 60.0) for demo in run_demo.DEMOS]
+    return [(demo, {
+        k: v
+        for k, v in metrics.items()
+        if k in demo.metrics or (demo.reports_class_iou and k.startswith('IoU.'))
+    }, 60.0) for demo in run_demo.DEMOS]
 
 
 def test_targets_are_those_of_the_readme_demo_table():
     with open(osp.join(REPO_ROOT, 'README.md')) as f:
-        rows = {
-            line.split('|')[1].strip(): line.split('|')[6]
-            for line in f if line.startswith(('| mmpretrain |', '| mmdet |', '| mmseg |'))
-        }
+        lines = f.read().splitlines()
+    header = next(line for line in lines if line.startswith('| toolbox | model |'))
+    column = [cell.strip() for cell in header.split('|')].index('target')
+    rows = {
+        line.split('|')[1].strip(): line.split('|')[column]
+        for line in lines if line.startswith(('| mmpretrain |', '| mmdet |', '| mmseg |'))
+    }
     scopes = {
         'accuracy/top1': 'mmpretrain',
         'coco/bbox_mAP': 'mmdet',
@@ -46,6 +72,7 @@ def test_targets_are_those_of_the_readme_demo_table():
     stated = {}
     for target in run_demo.TARGETS:
         stated.setdefault(scopes[target.key], []).append(target.minimum)
+    stated['mmseg'].append(run_demo.CLASS_IOU_MINIMUM)  # the cell reads "90, each class 80"
     assert {
         scope: [float(v) for v in re.findall(r'[\d.]+', cell)]
         for scope, cell in rows.items()
@@ -56,21 +83,30 @@ def test_targets_are_those_of_the_readme_demo_table():
 
 def test_met_targets_are_printed_beside_their_metrics(capsys):
     # A metric exactly at its target meets it.
-    run_demo.summarise(results({'coco/segm_mAP': 0.25}), 300.0, 'work_dirs/demo')
+    run_demo.summarise(results({'coco/segm_mAP': 0.85}), 300.0, 'work_dirs/demo')
     out = capsys.readouterr().out
     assert 'accuracy/top1 100.000 (target >= 95)' in out
-    assert 'coco/bbox_mAP 0.960 (target >= 0.3), coco/bbox_mAP_50 1.000,' in out
-    assert 'mIoU 96.800 (target >= 70), mAcc 97.900, aAcc 99.600' in out
-    assert ('top-1 100.000 (target >= 95), bbox mAP 0.960 (target >= 0.3), segm mAP 0.250 '
-            '(target >= 0.25), mIoU 96.800 (target >= 70)') in out
+    assert 'coco/bbox_mAP 0.960 (target >= 0.9), coco/bbox_mAP_50 1.000,' in out
+    assert 'mIoU 96.800 (target >= 90), mAcc 97.900, aAcc 99.600' in out
+    # Each class's IoU on a line of its own, after the segmenter's metrics.
+    seg = out[out.index('semantic segmentation'):]
+    classes = {'background': '99.600', 'circle': '97.100', 'square': '96.000', 'triangle': '94.500'}
+    expected = [[f'IoU.{name}', value, '(target', '>=', '80)'] for name, value in classes.items()]
+    assert [line.split() for line in seg.splitlines()[1:5]] == expected
+    assert ('top-1 100.000 (target >= 95), bbox mAP 0.960 (target >= 0.9), segm mAP 0.850 '
+            '(target >= 0.85), mIoU 96.800 (target >= 90)') in out
     assert out.rstrip().endswith('All demo targets met.')
 
 
 # ((metric, changed value) pairs, what the demo names as missed)
 MISSES = [
-    ([('coco/bbox_mAP', 0.299)], 'bbox mAP 0.299 < 0.3'),
-    ([('accuracy/top1', 94.0), ('mIoU', 61.8)], 'top-1 94.000 < 95; mIoU 61.800 < 70'),
-    ([('coco/segm_mAP', math.nan)], 'segm mAP nan < 0.25'),
+    ([('coco/bbox_mAP', 0.899)], 'bbox mAP 0.899 < 0.9'),
+    ([('accuracy/top1', 94.0), ('mIoU', 89.9)], 'top-1 94.000 < 95; mIoU 89.900 < 90'),
+    ([('coco/segm_mAP', math.nan)], 'segm mAP nan < 0.85'),
+    # The Intel run the targets came from: a fair mIoU without the triangle.
+    ([('mIoU', 69.97), ('IoU.triangle', 0.12)], 'mIoU 69.970 < 90; IoU.triangle 0.120 < 80'),
+    # A class exactly at its target meets it; one in neither labels nor predictions misses.
+    ([('IoU.circle', 80.0), ('IoU.square', math.nan)], 'IoU.square nan < 80'),
 ]
 
 
@@ -88,6 +124,31 @@ def test_a_metric_that_was_not_logged_misses_its_target():
     del metrics['mIoU']
     assert run_demo.missed_targets(metrics) == ['mIoU not reported (key mIoU)']
     assert run_demo.missed_targets(MEASURED) == []
+    without_classes = {k: v for k, v in MEASURED.items() if not k.startswith('IoU.')}
+    assert run_demo.missed_targets(without_classes) == [
+        'per-class IoU not reported (no per-class table in the test log)'
+    ]
+
+
+def test_class_iou_is_read_from_the_last_table_of_the_test_log():
+    assert run_demo.class_iou_from_log(SEG_TEST_LOG) == {
+        k: v
+        for k, v in MEASURED.items() if k.startswith('IoU.')
+    }
+    # A validation table logged during training comes before the test's: the last one counts.
+    earlier = SEG_TEST_LOG.replace('| 94.5 ', '| 0.12 ')
+    assert run_demo.class_iou_from_log(earlier + SEG_TEST_LOG)['IoU.triangle'] == 94.5
+    nan = run_demo.class_iou_from_log(SEG_TEST_LOG.replace('| 94.5 ', '|  nan '))
+    assert math.isnan(nan['IoU.triangle'])
+    assert run_demo.class_iou_from_log(SEG_TEST_LOG.split('per class')[0]) == {}
+
+
+def test_a_seed_replaces_the_config_seed_of_every_model():
+    classifier, detector, _ = run_demo.DEMOS
+    checkpoint, seed = 'model.backbone.init_cfg.checkpoint=w/cls.pth', 'randomness.seed=2'
+    assert run_demo.train_command(classifier, 'w', None, 2)[-2:] == ['--cfg-options', seed]
+    detector_command = run_demo.train_command(detector, 'w', 'w/cls.pth', 2)
+    assert detector_command[-3:] == ['--cfg-options', checkpoint, seed]
 
 
 def test_the_process_exits_with_status_1_when_a_target_is_missed():
@@ -104,4 +165,5 @@ def test_the_process_exits_with_status_1_when_a_target_is_missed():
     assert result.returncode == 1
     assert result.stderr.strip() == (
         'demo targets missed: top-1 90.000 < 95; bbox mAP not reported (key coco/bbox_mAP); '
-        'segm mAP not reported (key coco/segm_mAP); mIoU not reported (key mIoU)')
+        'segm mAP not reported (key coco/segm_mAP); mIoU not reported (key mIoU); '
+        'per-class IoU not reported (no per-class table in the test log)')

@@ -61,6 +61,18 @@ def skipped_resizes(model: nn.Module) -> List[str]:
     ]
 
 
+def class_map_dtype(num_classes: int) -> torch.dtype:
+    """The dtype of a class map: uint8 for up to 256 classes, else int32."""
+    return torch.uint8 if num_classes <= 256 else torch.int32
+
+
+def output_bytes(num_classes: int, height: int, width: int, return_logits: bool) -> int:
+    """Bytes of the whole-image outputs of :func:`segment_large_image`: the class map, and
+    the float32 logits with ``return_logits``."""
+    total = height * width * class_map_dtype(num_classes).itemsize
+    return total + (num_classes * height * width * 4 if return_logits else 0)
+
+
 def segment_large_image(model: nn.Module,
                         source: Union[str, os.PathLike, Any],
                         *,
@@ -123,11 +135,8 @@ def segment_large_image(model: nn.Module,
                          f'the image has {bands}')
     rows = NormalizedRows(image, preprocessor)
     num_classes = streamed.num_classes
-    map_dtype = torch.uint8 if num_classes <= 256 else torch.int32
-    on_heap = buffer == 'memory'
-    output_bytes = H * W * map_dtype.itemsize
-    if return_logits:
-        output_bytes += num_classes * H * W * 4
+    map_dtype = class_map_dtype(num_classes)
+    held = output_bytes(num_classes, H, W, return_logits) if buffer == 'memory' else 0
     class_map: Optional[Tensor] = None
     logits: Optional[Tensor] = None
     threshold = getattr(model.decode_head, 'threshold', None)
@@ -139,7 +148,7 @@ def segment_large_image(model: nn.Module,
             buffer=buffer,
             buffer_dir=buffer_dir,
             progress=progress,
-            output_bytes=output_bytes if on_heap else 0):
+            output_bytes=held):
         if class_map is None:
             # Allocated once the backbone has run, so that its peak and theirs never add up.
             class_map = allocate_buffer((H, W), map_dtype, buffer, buffer_dir)

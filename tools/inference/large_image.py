@@ -35,11 +35,12 @@ import torch
 from mmengine.config import DictAction
 
 from mmlinear.apis import load_config, segment_large_image
-from mmlinear.apis.large_image_segmentation import open_image
+from mmlinear.apis.large_image_segmentation import open_image, output_bytes
 from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.models.segmentors import StreamedSegmentation
 from mmlinear.models.utils.stream_memory import GB
 from mmlinear.models.utils.token_stream import BUFFERS
+from mmlinear.utils.atomic_checkpoint import write_file_atomic
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -108,10 +109,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     streamed = StreamedSegmentation(model)
     height, width = image.shape[:2]
     shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
-    output_bytes = height * width
-    if args.probabilities:
-        output_bytes += streamed.num_classes * height * width * 4
-    on_heap = output_bytes if args.buffer == 'memory' else 0
+    on_heap = output_bytes(streamed.num_classes, height, width,
+                           args.probabilities) if args.buffer == 'memory' else 0
     try:
         chunk_rows, head_rows = streamed.pick_rows(
             shape,
@@ -169,11 +168,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         pixels_per_class=counts.tolist(),
         outputs=outputs)
 
-    def write_summary(path: str) -> None:
-        with open(path, 'w') as f:
-            json.dump(summary, f, indent=2)
-
-    write_atomically(outputs[-1], write_summary)
+    write_file_atomic(outputs[-1], json.dumps(summary, indent=2).encode())
     print(f'segmented in {seconds:.1f} s; wrote {", ".join(outputs)}')
 
 

@@ -134,7 +134,7 @@ def _segmentation(model: Any, case: dict, height: int,
     import numpy as np
     from mmseg.apis import inference_model
 
-    from mmlinear.apis.large_image_segmentation import segment_large_image
+    from mmlinear.apis.large_image_segmentation import output_bytes, segment_large_image
     from mmlinear.models.segmentors import StreamedSegmentation
     rng = np.random.default_rng(0)
     if case.get('stream_input', 'tensor') == 'file':
@@ -151,20 +151,20 @@ def _segmentation(model: Any, case: dict, height: int,
     buffer = case.get('stream_buffer', 'memory')
     streamed = StreamedSegmentation(model)
     shape = (1, 3, height, width)
-    output_bytes = height * width if buffer == 'memory' else 0  # the uint8 class map
+    held = output_bytes(streamed.num_classes, height, width, False) if buffer == 'memory' else 0
     chunk_rows, head_rows = streamed.pick_rows(
         shape,
         chunk_rows=case.get('chunk_rows'),
         buffer=buffer,
         input_in_memory=False,
-        output_bytes=output_bytes)
+        output_bytes=held)
     predicted = streamed.predict_memory(
         shape,
         chunk_rows=chunk_rows,
         head_rows=head_rows,
         buffer=buffer,
         input_in_memory=False,
-        output_bytes=output_bytes)
+        output_bytes=held)
 
     def run_model(forward: Any = None) -> Any:
         return segment_large_image(

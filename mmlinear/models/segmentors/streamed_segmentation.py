@@ -93,6 +93,11 @@ class StreamedSegmentation:
     def _map_shape(self, image_shape: Sequence[int]) -> Tuple[int, int]:
         return self.backbone._grid_shape(image_shape)
 
+    def _finest_rows(self, image_shape: Sequence[int]) -> int:
+        """Rows of the head's finest input level for (B, C, H, W) images."""
+        levels = self.neck.level_shapes(self._map_shape(image_shape))
+        return levels[self.decode_head.in_index[0]][0]
+
     def _head_bands(self,
                     map_shape: Tuple[int, int],
                     read_map: Optional[Any] = None) -> UPerHeadBands:
@@ -115,12 +120,11 @@ class StreamedSegmentation:
             tuple[Span, Span]: (image rows, finest-level rows).
         """
         check_head_rows(head_rows)
-        height = image_shape[2]
-        finest = self.neck.level_shapes(self._map_shape(image_shape))[self.decode_head.in_index[0]]
-        rows_per_band = max(1, head_rows * height // finest[0])
+        height, finest_rows = image_shape[2], self._finest_rows(image_shape)
+        rows_per_band = max(1, head_rows * height // finest_rows)
         align = self.decode_head.align_corners
         for span in row_bands(height, rows_per_band):
-            yield span, source_span(span, finest[0], height, align)
+            yield span, source_span(span, finest_rows, height, align)
 
     def predict_memory(self,
                        image_shape: Sequence[int],
@@ -148,12 +152,10 @@ class StreamedSegmentation:
         B, W = image_shape[0], image_shape[3]
         itemsize = self.backbone.patch_embed.projection.weight.element_size()
         head = self._head_bands(self._map_shape(image_shape))
-        band_bytes = 0
-        for rows, finest in self.image_bands(image_shape, head_rows):
-            # The head's band, and its logits resized to the image rows (taps, then columns).
-            resized = 2 * self.num_classes * (rows[1] - rows[0]) * W
-            band_bytes = max(band_bytes, B * (head.band_elements(finest) + resized) * itemsize)
-            break  # the first band is the tallest
+        rows, finest = next(self.image_bands(image_shape, head_rows))  # the tallest band
+        # The head's band, and its logits resized to the image rows (taps, then columns).
+        resized = 2 * self.num_classes * (rows[1] - rows[0]) * W
+        band_bytes = B * (head.band_elements(finest) + resized) * itemsize
         return StreamedSegmentationMemory(backbone, band_bytes, output_bytes, head_rows)
 
     def pick_rows(self,
@@ -179,8 +181,7 @@ class StreamedSegmentation:
             check_chunk_rows(chunk_rows)
         if head_rows is not None:
             check_head_rows(head_rows)
-        finest_rows = self.neck.level_shapes(
-            self._map_shape(image_shape))[self.decode_head.in_index[0]][0]
+        finest_rows = self._finest_rows(image_shape)
 
         def memory_at(backbone_rows: int, rows: int) -> StreamedSegmentationMemory:
             return self.predict_memory(

@@ -1,41 +1,44 @@
-"""Input handling shared by the Pure and Linear InfSA ops and their references."""
+"""Input handling shared by the InfSA ops and their references."""
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 
-def check_infsa_inputs(q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
+def check_infsa_inputs(q: Tensor, k: Tensor, v: Optional[Tensor], rho: Tensor,
                        key_padding_mask: Optional[Tensor]) -> None:
     """Validate shapes and devices of an InfSA call.
 
     Args:
         q (Tensor): (B, H, N, d) queries.
         k (Tensor): (B, H, S, d) keys.
-        v (Tensor): (B, H, S, d) values.
+        v (Tensor, optional): (B, H, S, d) values; None for a call without them (the key
+            weights alone).
         rho (Tensor): scalar, (1,) or (H,) decay.
         key_padding_mask (Tensor, optional): (B, S) bool, True marks padding.
 
     Raises:
         ValueError: If a shape, dtype or device does not match.
     """
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+    v_shape = k.shape if v is None else v.shape
+    if q.dim() != 4 or k.dim() != 4 or len(v_shape) != 4:
         raise ValueError('q, k and v must be 4-D (B, H, N, d), got shapes '
-                         f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
+                         f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v_shape)}')
     B, H, _, d = q.shape
     if d == 0:
         raise ValueError('the head dimension d of q, k and v must be at least 1, got 0')
-    dtypes = {q.dtype, k.dtype, v.dtype}
+    v_dtype = k.dtype if v is None else v.dtype
+    dtypes = {q.dtype, k.dtype, v_dtype}
     if len(dtypes) > 1 or not q.dtype.is_floating_point or not rho.dtype.is_floating_point:
         raise ValueError('q, k and v must share one floating dtype and rho must be floating, got '
-                         f'q {q.dtype}, k {k.dtype}, v {v.dtype}, rho {rho.dtype}')
-    if k.shape[:2] != (B, H) or k.shape[-1] != d or v.shape[:3] != k.shape[:3]:
+                         f'q {q.dtype}, k {k.dtype}, v {v_dtype}, rho {rho.dtype}')
+    if k.shape[:2] != (B, H) or k.shape[-1] != d or v_shape[:3] != k.shape[:3]:
         raise ValueError('expected q (B, H, N, d), k (B, H, S, d), v (B, H, S, d), got '
-                         f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}')
+                         f'{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v_shape)}')
     if rho.numel() not in (1, H):
         raise ValueError(f'rho must hold 1 value or one per head ({H}), got shape '
                          f'{tuple(rho.shape)}')
-    tensors = [('q', q), ('k', k), ('v', v), ('rho', rho)]
+    tensors = [('q', q), ('k', k), ('rho', rho)] + ([] if v is None else [('v', v)])
     if key_padding_mask is not None:
         if key_padding_mask.shape != (B, k.shape[2]) or key_padding_mask.dtype != torch.bool:
             raise ValueError('key_padding_mask must be a bool tensor of shape (B, S) = '

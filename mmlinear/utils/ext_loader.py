@@ -23,8 +23,10 @@ from torch import Tensor
 # only acts at build time), e.g. to compare the two paths in one environment.
 DISABLE_ENV = 'MMLINEAR_DISABLE_EXT'
 # Every function the Python ops call; a stale build that lacks one is treated as missing.
-EXT_FUNCTIONS = ('with_cuda', 'linear_infsa_forward', 'linear_infsa_backward', 'pure_infsa_forward',
-                 'pure_infsa_backward', 'dynamic_dwconv2d_forward', 'dynamic_dwconv2d_backward')
+EXT_FUNCTIONS = ('with_cuda', 'linear_infsa_query_sums_forward', 'linear_infsa_query_sums_backward',
+                 'linear_infsa_key_pool_forward', 'linear_infsa_key_pool_backward',
+                 'pure_infsa_forward', 'pure_infsa_backward', 'dynamic_dwconv2d_forward',
+                 'dynamic_dwconv2d_backward')
 # How many times each ``torch.ops.mmlinear`` operator has run its kernel in this process: the
 # evidence that a compiled graph (whose code calls the operators) runs the kernels.
 KERNEL_CALLS: Counter = Counter()
@@ -120,8 +122,9 @@ def exporting() -> bool:
     """Whether a graph is being exported (``torch.onnx.export``, either exporter, or
     ``torch.export``).
 
-    While exporting, ``mmlinear.ops.linear_infsa``, ``pure_infsa`` and ``dynamic_dwconv2d``
-    run their PyTorch references, so that exported graphs hold standard operators only.
+    While exporting, the functions of ``mmlinear.ops`` (Linear-InfSA's sums, ``pure_infsa``,
+    ``dynamic_dwconv2d``) run their PyTorch references, so that exported graphs hold standard
+    operators only.
 
     Returns:
         bool: True inside an export.
@@ -146,14 +149,17 @@ def runs_kernel(device_type: str) -> bool:
     return not exporting() and has_kernel(device_type)
 
 
-def kernel_dtype(x: Tensor) -> torch.dtype:
-    """The dtype a compiled kernel runs in for inputs like ``x``.
+def kernel_dtype(*tensors: Tensor) -> torch.dtype:
+    """The dtype a compiled kernel runs in for inputs like ``tensors`` (their promoted dtype).
 
     The CUDA kernels take every floating type (accumulating in float32 at least); the CPU
     InfSA kernels take float32 and float64, so half types are promoted to float32 on the CPU,
     as the references compute in float32 anyway (the CPU depthwise-convolution kernel reads
     half types itself and does not use this).
     """
-    if x.device.type == 'cpu' and x.dtype not in (torch.float32, torch.float64):
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = torch.promote_types(dtype, t.dtype)
+    if tensors[0].device.type == 'cpu' and dtype not in (torch.float32, torch.float64):
         return torch.float32
-    return x.dtype
+    return dtype

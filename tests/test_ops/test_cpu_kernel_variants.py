@@ -2,7 +2,7 @@
 
 - every instruction-set variant (AVX512, AVX2, the x86-64 baseline), chosen at run time as ATen
   chooses its own and selected here with ``ATEN_CPU_CAPABILITY`` in a fresh process;
-- the head dimension the Linear-InfSA kernel is specialised for (64) next to a generic one;
+- Linear-InfSA's sum kernels over several chunks of tokens;
 - Pure InfSA's tiles (several query and key blocks, masks across their borders) and its
   backward split into chunks of query blocks when there are fewer (sample, head) pairs than
   threads.
@@ -16,7 +16,9 @@ import pytest
 import torch
 from op_fixtures import ext  # noqa: F401 (pytest fixture)
 
-from mmlinear.ops import linear_infsa, linear_infsa_reference, pure_infsa, pure_infsa_reference
+from mmlinear.ops import (linear_infsa_key_pool, linear_infsa_key_pool_reference,
+                          linear_infsa_query_sums, linear_infsa_query_sums_reference, pure_infsa,
+                          pure_infsa_reference)
 
 # Tile sides of the CPU Pure InfSA kernel (pure_infsa.cpp): the sizes below cross them.
 QUERY_BLOCK, KEY_BLOCK = 256, 512
@@ -47,11 +49,25 @@ def assert_matches_reference(fn, reference, args, tol):
         torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
 
 
+def assert_sums_match_reference(dtype, tol, n=1500, d=24):
+    """Both Linear-InfSA sums and their gradients over n tokens (several chunks)."""
+    from test_linear_infsa_sums import assert_all_close, key_pool_case, make_inputs, query_sums_case
+    q, k, x, central, mask = make_inputs('cpu', dtype=dtype, n=n, d=d, C=40, mask='some')
+    assert_all_close(
+        query_sums_case(linear_infsa_query_sums, q, mask),
+        query_sums_case(linear_infsa_query_sums_reference, q, mask),
+        atol=tol,
+        rtol=tol)
+    assert_all_close(
+        key_pool_case(linear_infsa_key_pool, central, k, x, mask),
+        key_pool_case(linear_infsa_key_pool_reference, central, k, x, mask),
+        atol=tol,
+        rtol=tol)
+
+
 @pytest.mark.parametrize('d', [64, 24])
-@pytest.mark.parametrize('cross', [False, True])
-def test_linear_infsa_head_dims(ext, d, cross):
-    args = inputs(B=2, H=3, N=70, S=90 if cross else 70, d=d)
-    assert_matches_reference(linear_infsa, linear_infsa_reference, args, 1e-10)
+def test_linear_infsa_sums_over_chunks(ext, d):
+    assert_sums_match_reference(torch.float64, 1e-10, d=d)
 
 
 @pytest.mark.parametrize('cross', [False, True])
@@ -74,16 +90,16 @@ VARIANT_CHECK = textwrap.dedent("""
     import sys
     import torch
     import mmlinear._ext as ext
-    from mmlinear.ops import (linear_infsa, linear_infsa_reference, pure_infsa,
-                              pure_infsa_reference)
+    from mmlinear.ops import pure_infsa, pure_infsa_reference
     sys.path.insert(0, sys.argv[1])
-    from test_cpu_kernel_variants import assert_matches_reference, inputs
+    from test_cpu_kernel_variants import (assert_matches_reference, assert_sums_match_reference,
+                                          inputs)
     print(ext.cpu_capability())
     for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-4)):
         for d in (64, 24):
             args = inputs(B=2, H=2, N=300, S=600, d=d, dtype=dtype)
-            assert_matches_reference(linear_infsa, linear_infsa_reference, args, tol)
             assert_matches_reference(pure_infsa, pure_infsa_reference, args, tol)
+            assert_sums_match_reference(dtype, tol, d=d)
     print('ok')
 """)
 

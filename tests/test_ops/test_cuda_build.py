@@ -45,8 +45,8 @@ def test_cuda_sources_compile_and_load(repo_root, tmp_path):
     code = ('import importlib.util, sys, torch; '
             f'spec = importlib.util.spec_from_file_location("mmlinear._ext", {str(library)!r}); '
             'ext = importlib.util.module_from_spec(spec); spec.loader.exec_module(ext); '
-            'q = torch.randn(1, 2, 5, 4); rho = torch.ones(2); '
-            'pooled = ext.linear_infsa_forward(q, q, q, rho, None, 1e-6)[0]; '
+            'q = torch.randn(1, 2, 5, 4); '
+            'pooled = ext.linear_infsa_query_sums_forward(q, None)[0]; '
             'print(ext.with_cuda(), tuple(pooled.shape))')
     loaded = subprocess.run([sys.executable, '-c', code],
                             capture_output=True,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from op_fixtures import ext, kernels_run  # noqa: F401 (pytest fixtures)
 
-from mmlinear.ops import linear_infsa, linear_infsa_reference, pure_infsa
+from mmlinear.ops import linear_infsa_query_sums, pure_infsa, pure_infsa_reference
 from mmlinear.utils import ext_loader
 
 
@@ -33,12 +33,12 @@ def test_missing_extension_falls_back_with_one_warning(monkeypatch, fresh_loader
     q, k, v = qkv()
     rho = torch.tensor(0.9, dtype=torch.float64)
     with pytest.warns(UserWarning, match='falls back to the PyTorch references'):
-        out = linear_infsa(q, k, v, rho)
-    torch.testing.assert_close(out, linear_infsa_reference(q, k, v, rho), atol=0, rtol=0)
+        out = pure_infsa(q, k, v, rho)
+    torch.testing.assert_close(out, pure_infsa_reference(q, k, v, rho), atol=0, rtol=0)
     with warnings.catch_warnings():
         warnings.simplefilter('error')  # a second warning would fail here
+        linear_infsa_query_sums(q)
         pure_infsa(q, k, v, rho)
-        linear_infsa(q, k, v, rho)
 
 
 def test_stale_extension_is_not_used(monkeypatch, fresh_loader):
@@ -54,7 +54,8 @@ def test_runtime_switch_disables_the_extension_silently(monkeypatch, fresh_loade
         assert ext_loader.load_ext() is None
         q, k, v = (t.requires_grad_() for t in qkv())
         rho = torch.tensor(0.5, dtype=torch.float64)
-        assert kernels_run(lambda: linear_infsa(q, k, v, rho).sum().backward()) == set()
+        assert kernels_run(lambda: pure_infsa(q, k, v, rho).sum().backward()) == set()
+        assert kernels_run(lambda: linear_infsa_query_sums(q)[0].sum().backward()) == set()
 
 
 def test_runtime_switch_in_a_fresh_process(repo_root):
@@ -75,9 +76,11 @@ def test_runtime_switch_in_a_fresh_process(repo_root):
 def test_half_types_on_cpu_run_the_kernel_in_float32(ext):
     q, k, v = qkv(torch.bfloat16)
     rho = torch.tensor(0.9)
-    out = linear_infsa(q, k, v, rho)
+    out = pure_infsa(q, k, v, rho)
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out, linear_infsa_reference(q, k, v, rho), atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(out, pure_infsa_reference(q, k, v, rho), atol=1e-2, rtol=1e-2)
+    sums = kernels_run(lambda: linear_infsa_query_sums(q))
+    assert sums == {'linear_infsa_query_sums'}
 
 
 def test_device_registry_errors(ext):
@@ -88,9 +91,9 @@ def test_device_registry_errors(ext):
     built = 'CPU and CUDA kernels' if ext.with_cuda() else 'CPU kernels only'
     with pytest.raises(
             RuntimeError,
-            match='linear_infsa_forward_impl: implementation for '
+            match='linear_infsa_query_sums_impl: implementation for '
             rf'device META not found \(this build of mmlinear._ext has {built}\)'):
-        ext.linear_infsa_forward(*meta, None, 1e-6)
+        ext.linear_infsa_query_sums_forward(meta[0], None)
     with pytest.raises(RuntimeError, match='pure_infsa_forward_impl: inconsistent devices'):
         ext.pure_infsa_forward(q, meta[1], v, rho, None, 1e-6)
     assert ext.with_cuda() in (True, False)

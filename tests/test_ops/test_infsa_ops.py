@@ -1,4 +1,5 @@
-"""The fused InfSA kernels against their PyTorch references (the specification).
+"""The fused Pure InfSA kernel against its PyTorch reference (the specification); Linear-InfSA's
+sum ops are tested in test_linear_infsa_sums.py.
 
 Each case runs on every available device; the same assertions hold on the reference path
 (``MMLINEAR_WITH_OPS=0`` builds or ``MMLINEAR_DISABLE_EXT=1``), where only the tests that
@@ -8,10 +9,9 @@ import pytest
 import torch
 from op_fixtures import device, ext, kernels_run  # noqa: F401 (pytest fixtures)
 
-from mmlinear.ops import linear_infsa, linear_infsa_reference, pure_infsa, pure_infsa_reference
+from mmlinear.ops import linear_infsa_key_weights, pure_infsa, pure_infsa_reference
 
 OPS = {
-    'linear': (linear_infsa, linear_infsa_reference),
     'pure': (pure_infsa, pure_infsa_reference),
 }
 
@@ -171,21 +171,32 @@ def test_kernel_path_is_taken(device, op, ext):
     assert ran == {f'{op}_infsa', f'{op}_infsa_backward'}
 
 
+def linear_infsa_formula(q, k, v, rho):
+    """Linear-InfSA per token, written out: the key-weighted value broadcast to every query."""
+    pooled = torch.einsum('bhs,bhsd->bhd', linear_infsa_key_weights(q, k, rho), v)
+    return pooled[:, :, None].expand_as(q)
+
+
 def test_attention_layer_runs_through_the_kernels(ext):
-    """InfSAAttention equals the op references, output and rho gradient: Pure InfSA runs
-    through the kernel, Linear-InfSA through its factorised path (key weights, pooled inputs,
-    projections once per sample)."""
+    """InfSAAttention equals the formulas, output and rho gradient: Pure InfSA runs through
+    its kernel, Linear-InfSA through its factorised path (the two sum kernels, projections
+    once per sample)."""
     pytest.importorskip('mmengine', reason='the layers need mmengine; the ops alone do not')
     from mmlinear.models.layers import InfSAAttention
     torch.manual_seed(0)
     x = torch.randn(2, 12, 16, dtype=torch.float64)
-    for attn_type in ('linear', 'pure'):
+    expected_kernels = {
+        'linear': {'linear_infsa_query_sums', 'linear_infsa_key_pool'},
+        'pure': {'pure_infsa'}
+    }
+    for attn_type, reference in (('linear', linear_infsa_formula), ('pure', pure_infsa_reference)):
         layer = InfSAAttention(16, 4, attn_type=attn_type).double()
+        ran = kernels_run(lambda: layer(x))
+        assert ran == expected_kernels[attn_type]
         out = layer(x)
         q = layer._split_heads(layer.q_proj(x))
         k = layer._split_heads(layer.k_proj(x))
         v = layer._split_heads(layer.v_proj(x))
-        _, reference = OPS[attn_type]
         expected = layer.out_proj(reference(q, k, v, layer.rho).transpose(1, 2).reshape(2, 12, 16))
         torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)
         (grad_kernel, ) = torch.autograd.grad(out.sum(), layer.rho_logit)

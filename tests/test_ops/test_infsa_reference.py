@@ -6,7 +6,14 @@ import math
 import pytest
 import torch
 
-from mmlinear.ops import linear_infsa, linear_infsa_key_weights, pure_infsa, pure_infsa_scores
+from mmlinear.ops import linear_infsa_key_weights, pure_infsa, pure_infsa_scores
+
+
+def linear_infsa(q, k, v, rho, key_padding_mask=None):
+    """Linear-InfSA per token: the key-weighted value, broadcast to every query."""
+    pooled = torch.einsum('bhs,bhsd->bhd', linear_infsa_key_weights(q, k, rho, key_padding_mask), v)
+    return pooled[:, :, None].expand_as(q)
+
 
 DTYPE = torch.float64
 
@@ -197,7 +204,11 @@ def test_normalisation_runs_in_float32_under_autocast():
         torch.linalg.matrix_norm(scores), torch.full((2, 3), 0.9), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize('op', [pure_infsa, linear_infsa])
+def key_weights_of(q, k, v, *args):
+    return linear_infsa_key_weights(q, k, *args)
+
+
+@pytest.mark.parametrize('op', [pure_infsa, key_weights_of])
 def test_bad_inputs_raise_clear_errors(op):
     q, k, v = qkv()
     with pytest.raises(ValueError, match='4-D'):

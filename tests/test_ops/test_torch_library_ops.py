@@ -11,15 +11,18 @@ from torch._inductor.utils import run_and_get_code
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from mmlinear.ops import (dynamic_dwconv2d, dynamic_dwconv2d_reference, linear_infsa,
-                          linear_infsa_reference, pure_infsa, pure_infsa_reference)
+from mmlinear.ops import (dynamic_dwconv2d, dynamic_dwconv2d_reference, linear_infsa_key_pool,
+                          linear_infsa_key_pool_reference, linear_infsa_query_sums,
+                          linear_infsa_query_sums_reference, pure_infsa, pure_infsa_reference)
 from mmlinear.utils import ext_loader
 
 SCHEMAS = {
-    'linear_infsa':
-    'mmlinear::linear_infsa(Tensor q, Tensor k, Tensor v, Tensor rho, '
-    'Tensor? key_padding_mask, float eps) -> (Tensor pooled, Tensor central_query, '
-    'Tensor energy_sum, Tensor score_sum)',
+    'linear_infsa_query_sums':
+    'mmlinear::linear_infsa_query_sums(Tensor q, Tensor? padding_mask) -> '
+    '(Tensor weighted_queries, Tensor energy_sum)',
+    'linear_infsa_key_pool':
+    'mmlinear::linear_infsa_key_pool(Tensor central_query, Tensor k, Tensor x, '
+    'Tensor? padding_mask) -> (Tensor weighted_inputs, Tensor score_sum)',
     'pure_infsa':
     'mmlinear::pure_infsa(Tensor q, Tensor k, Tensor v, Tensor rho, '
     'Tensor? key_padding_mask, float eps) -> (Tensor out, Tensor fro_norm)',
@@ -42,6 +45,22 @@ def infsa_inputs(dtype=torch.float64, B=2, H=3, N=5, S=7, d=4, mask=True, seed=0
     return q, k, v, rho, key_padding_mask
 
 
+def sums_inputs(dtype=torch.float64, B=2, H=3, n=7, d=4, C=5, mask=True, seed=0):
+    """q and k as transposed (B, n, H, d) projections, x (B, n, C), a central query and a mask,
+    as the wrappers hand them to the Linear-InfSA sum operators."""
+    g = torch.Generator().manual_seed(seed)
+    q, k = (
+        torch.randn(B, n, H, d, generator=g, dtype=dtype).transpose(1, 2).requires_grad_()
+        for _ in range(2))
+    x = torch.randn(B, n, C, generator=g, dtype=dtype).requires_grad_()
+    central = torch.randn(B, H, d, generator=g, dtype=dtype).requires_grad_()
+    padding_mask = None
+    if mask:
+        padding_mask = torch.zeros(B, n, dtype=torch.bool)
+        padding_mask[0, n // 2:] = True
+    return q, k, x, central, padding_mask
+
+
 def dwconv_inputs(dtype=torch.float64, B=2, C=3, H=6, W=5, ks=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     return tuple(
@@ -54,15 +73,23 @@ def test_schemas():
         assert str(getattr(torch.ops.mmlinear, name).default._schema) == schema
 
 
-@pytest.mark.parametrize('op', ['linear_infsa', 'pure_infsa'])
 @pytest.mark.parametrize('mask', [False, True])
-def test_opcheck_infsa(ext, op, mask):
+def test_opcheck_infsa(ext, mask):
     """Schema, fake impl (shapes, dtypes, strides, dynamic shapes) and the registered
     autograd against the kernel; float32 too, whose statistics are float32."""
     for dtype in (torch.float64, torch.float32):
         q, k, v, rho, key_padding_mask = infsa_inputs(dtype, mask=mask)
-        torch.library.opcheck(
-            getattr(torch.ops.mmlinear, op), (q, k, v, rho, key_padding_mask, 1e-6))
+        torch.library.opcheck(torch.ops.mmlinear.pure_infsa, (q, k, v, rho, key_padding_mask, 1e-6))
+
+
+@pytest.mark.parametrize('mask', [False, True])
+def test_opcheck_linear_infsa_sums(ext, mask):
+    """The same checks for both Linear-InfSA sums, on non-contiguous (transposed) heads."""
+    for dtype in (torch.float64, torch.float32):
+        q, k, x, central, padding_mask = sums_inputs(dtype, mask=mask)
+        torch.library.opcheck(torch.ops.mmlinear.linear_infsa_query_sums, (q, padding_mask))
+        torch.library.opcheck(torch.ops.mmlinear.linear_infsa_key_pool,
+                              (central, k, x, padding_mask))
 
 
 @pytest.mark.parametrize('bias', [False, True])
@@ -72,12 +99,16 @@ def test_opcheck_dynamic_dwconv2d(ext, bias):
 
 
 def test_opcheck_backward_operators(ext):
-    q, k, v, rho, mask = (t.detach() if t is not None else t for t in infsa_inputs())
-    pooled, central, energy_sum, score_sum = torch.ops.mmlinear.linear_infsa(
-        q, k, v, rho, mask, 1e-6)
+    q, k, x, central, mask = (t.detach() if t is not None else t for t in sums_inputs())
+    weighted_queries, energy_sum = torch.ops.mmlinear.linear_infsa_query_sums(q, mask)
     torch.library.opcheck(
-        torch.ops.mmlinear.linear_infsa_backward,
-        (torch.randn_like(pooled), q, k, v, rho, mask, central, energy_sum, score_sum, 1e-6))
+        torch.ops.mmlinear.linear_infsa_query_sums_backward,
+        (torch.randn_like(weighted_queries), torch.randn_like(energy_sum), q, mask))
+    weighted_inputs, score_sum = torch.ops.mmlinear.linear_infsa_key_pool(central, k, x, mask)
+    torch.library.opcheck(
+        torch.ops.mmlinear.linear_infsa_key_pool_backward,
+        (torch.randn_like(weighted_inputs), torch.randn_like(score_sum), central, k, x, mask))
+    q, k, v, rho, mask = (t.detach() if t is not None else t for t in infsa_inputs())
     out, fro_norm = torch.ops.mmlinear.pure_infsa(q, k, v, rho, mask, 1e-6)
     torch.library.opcheck(
         torch.ops.mmlinear.pure_infsa_backward,
@@ -116,23 +147,40 @@ def count_flops(fn, *args):
     return forward, backward, counted
 
 
-@pytest.mark.parametrize('op', ['linear', 'pure'])
-def test_infsa_flops_equal_the_references(ext, op):
+def test_pure_infsa_flops_equal_the_reference(ext):
     """Fake tensors take the operator (its fake impl); its FLOP formulas count what the counter
-    counts on the reference, forward and backward (Pure InfSA's backward adds the <dO, O>
-    product, 2 B H N d)."""
-    fn, reference = {
-        'linear': (linear_infsa, linear_infsa_reference),
-        'pure': (pure_infsa, pure_infsa_reference)
-    }[op]
+    counts on the reference, forward and backward (the backward adds the <dO, O> product,
+    2 B H N d)."""
     inputs = infsa_inputs(torch.float32, N=6, S=9, d=8, mask=False)
-    ran = kernels_run(lambda: count_flops(fn, *inputs))
+    ran = kernels_run(lambda: count_flops(pure_infsa, *inputs))
     assert ran == set()  # fake tensors never reach a kernel
     (forward, backward, counted), (ref_forward, ref_backward,
-                                   _) = count_flops(fn, *inputs), count_flops(reference, *inputs)
-    assert counted == {f'mmlinear.{op}_infsa'}
+                                   _) = (count_flops(pure_infsa, *inputs),
+                                         count_flops(pure_infsa_reference, *inputs))
+    assert counted == {'mmlinear.pure_infsa'}
     assert forward == ref_forward
-    assert backward == ref_backward + (2 * 2 * 3 * 6 * 8 if op == 'pure' else 0)
+    assert backward == ref_backward + 2 * 2 * 3 * 6 * 8
+
+
+def summed(fn):
+    """``fn`` with its outputs summed into one scalar, for count_flops."""
+    return lambda *args: sum(t.sum() for t in fn(*args))
+
+
+def test_linear_infsa_sums_flops_equal_the_references(ext):
+    q, k, x, central, _ = sums_inputs(torch.float32, n=6, d=8, C=10, mask=False)
+    for op, fn, reference, args in (
+        ('linear_infsa_query_sums', linear_infsa_query_sums, linear_infsa_query_sums_reference,
+         (q, )),
+        ('linear_infsa_key_pool', linear_infsa_key_pool, linear_infsa_key_pool_reference, (central,
+                                                                                           k, x)),
+    ):
+        assert kernels_run(lambda: count_flops(summed(fn), *args)) == set()
+        forward, backward, counted = count_flops(summed(fn), *args)
+        ref_forward, ref_backward, _ = count_flops(summed(reference), *args)
+        assert counted == {f'mmlinear.{op}'}
+        assert (forward, backward) == (ref_forward, ref_backward)
+    assert count_flops(summed(linear_infsa_key_pool), central, k, x)[0] == 2 * 2 * 3 * 6 * (8 + 10)
 
 
 def test_dwconv_flops(ext):
@@ -147,6 +195,9 @@ def test_dwconv_flops(ext):
     assert backward == 2 * forward
 
 
+ALL_OPS = ('dynamic_dwconv2d', 'pure_infsa', 'linear_infsa_query_sums', 'linear_infsa_key_pool')
+
+
 class AllOps(torch.nn.Module):
     """Each op once, on features shaped (B, C, H, W) with C = 2 heads x 4."""
 
@@ -156,14 +207,17 @@ class AllOps(torch.nn.Module):
         x = dynamic_dwconv2d(x, weight, x.mean((0, 2, 3)))
         tokens = x.flatten(2).reshape(B, 2, C // 2, H * W).transpose(2, 3)
         rho = torch.tensor([0.9, 0.5])
-        out = pure_infsa(tokens, tokens, tokens, rho) + linear_infsa(tokens, tokens, tokens, rho)
-        return out.transpose(2, 3).reshape(B, C, H, W)
+        out = pure_infsa(tokens, tokens, tokens, rho).transpose(2, 3).reshape(B, C, H, W)
+        weighted_queries, energy_sum = linear_infsa_query_sums(tokens)
+        central = weighted_queries / (energy_sum[..., None] + 1e-6)
+        pooled, _ = linear_infsa_key_pool(central, tokens, x.flatten(2).transpose(1, 2))
+        return out + pooled.mean(1)[..., None, None]
 
 
 def test_references_run_while_exporting(ext):
     """The contract the exporters rely on: while exporting, the ops are their references."""
     x = torch.randn(2, 8, 5, 6)
-    assert kernels_run(lambda: AllOps()(x)) == {'dynamic_dwconv2d', 'pure_infsa', 'linear_infsa'}
+    assert kernels_run(lambda: AllOps()(x)) == set(ALL_OPS)
     assert not ext_loader.exporting()
     graph = torch.export.export(AllOps(), (x, )).graph
     targets = {str(node.target) for node in graph.nodes if node.op == 'call_function'}
@@ -190,12 +244,12 @@ def test_compiled_graph_runs_the_kernels(ext):
         return out, torch.autograd.grad(out.square().sum(), x)[0]
 
     (out, grad), (forward_code, backward_code) = run_and_get_code(forward_backward)
-    for name in ('dynamic_dwconv2d', 'pure_infsa', 'linear_infsa'):
+    for name in ALL_OPS:
         assert f'torch.ops.mmlinear.{name}.default' in forward_code
         assert f'torch.ops.mmlinear.{name}_backward.default' in backward_code
     assert kernels_run(forward_backward) == {
         name + suffix
-        for name in ('dynamic_dwconv2d', 'pure_infsa', 'linear_infsa')
+        for name in ALL_OPS
         for suffix in ('', '_backward')
     }
     torch.testing.assert_close(out, expected, atol=1e-10, rtol=1e-10)

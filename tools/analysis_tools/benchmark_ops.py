@@ -14,12 +14,24 @@ Inputs and the output gradient are excluded; outputs, saved activations and inpu
 count. Pure InfSA's reference materialises (B, H, N, N) scores and is skipped above
 ``--max-ref-gib`` of estimated memory (printed as ``skipped (N^2 = X GiB)``).
 
-Linear-InfSA also gets its memory-traffic floor, timed the same way: the traffic every
-implementation has, done by PyTorch's own bandwidth-bound kernels (the forward reads q, k and v
-once; the backward reads them again and writes three fresh gradients of their size), so the
-table shows how far the kernel is from the machine's bandwidth. Fresh gradients pay first-touch
-page faults; ``THP_MEM_ALLOC_ENABLE=1`` in the environment (PyTorch's huge-page allocation,
-passed on to every worker) makes them cheaper for all three alike.
+``linear_infsa_sums`` is Linear-InfSA as the layer runs it: its two sums (the query pass,
+then the key pooling of the attention inputs x, C = H d wide) and the normalisations between
+them, from transposed (B, N, H, d) projections as the layer has them. It also gets its
+memory-traffic floor, timed the same way: the traffic every implementation has, done by
+PyTorch's own bandwidth-bound kernels (the forward reads q, k and x once; the backward reads
+them again and writes three fresh gradients of their size), so the table shows how far the
+kernel is from the machine's bandwidth.
+
+Fresh gradients pay first-touch page faults; ``THP_MEM_ALLOC_ENABLE=1`` in the environment
+(PyTorch's huge-page allocation, passed on to every worker) makes them cheaper for all three
+alike.
+
+Two cases put the Linear-InfSA kernels in context (they need mmengine, so they are not in the
+default ``--ops``): ``infsa_attention_linear``, the ``InfSAAttention`` layer of InfViT-4L
+(C = 1024, 16 heads) on N tokens, and ``infvit_4l_linear``, the whole InfViT-4L Linear backbone
+on an image of N patches (16 sqrt(N) pixels a side), each forward and forward+backward; their
+'reference' runs the same module in a worker with ``MMLINEAR_DISABLE_EXT=1``, so the PyTorch
+references replace every kernel.
 
 Example::
 
@@ -35,28 +47,38 @@ import sys
 from typing import Dict, List, Optional
 
 # Sizes per device: (B, H, d) or (B, C, k) and the list of N (tokens; H * W for the conv).
+# Linear-InfSA at B = 2, H = 16, d = 64 is InfViT-4L's attention (C = 1024).
 PRESETS = {
     'cpu': {
-        'linear_infsa': dict(shape=(2, 16, 64), sizes=[1024, 4096, 16384, 65536]),
+        'linear_infsa_sums': dict(shape=(2, 16, 64), sizes=[1024, 4096, 16384, 65536]),
         'pure_infsa': dict(shape=(1, 2, 64), sizes=[1024, 2048, 4096, 8192]),
         'dynamic_dwconv2d': dict(shape=(8, 128, 3), sizes=[32 * 32, 64 * 64, 128 * 128]),
     },
     'cuda': {
-        'linear_infsa': dict(shape=(2, 16, 64), sizes=[1024, 4096, 16384, 65536, 262144]),
+        'linear_infsa_sums': dict(shape=(2, 16, 64), sizes=[1024, 4096, 16384, 65536, 262144]),
         'pure_infsa': dict(shape=(2, 16, 64), sizes=[1024, 2048, 4096, 8192, 16384]),
         'dynamic_dwconv2d': dict(shape=(32, 256, 3), sizes=[32 * 32, 64 * 64, 128 * 128]),
     },
 }
+# Modules whose reference is the same module without the extension (see the docstring):
+# (B, C, heads) and the sizes (tokens: patches of 16 x 16 pixels for the backbone).
+MODULE_CASES = {
+    'infsa_attention_linear': dict(shape=(2, 1024, 16), sizes=[4096, 16384]),
+    'infvit_4l_linear': dict(shape=(1, 1024, 16), sizes=[32**2, 64**2]),  # 512 and 1024 px
+}
 IMPLS = ('kernel', 'reference')
 # Ops with a memory-traffic floor (see the module docstring), measured as a third implementation.
-FLOOR_OPS = ('linear_infsa', )
+FLOOR_OPS = ('linear_infsa_sums', )
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--device', default='cpu', choices=('cpu', 'cuda'))
     parser.add_argument(
-        '--ops', nargs='+', default=list(PRESETS['cpu']), choices=list(PRESETS['cpu']))
+        '--ops',
+        nargs='+',
+        default=list(PRESETS['cpu']),
+        choices=list(PRESETS['cpu']) + list(MODULE_CASES))
     parser.add_argument('--dtype', default='float32', choices=('float32', 'float16', 'bfloat16'))
     parser.add_argument('--repeats', type=int, default=5, help='timed runs per case')
     parser.add_argument('--warmup', type=int, default=1, help='untimed runs per case')
@@ -78,17 +100,49 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def linear_infsa_sums(q, k, x, rho, reference: bool = False, eps: float = 1e-6):
+    """Linear-InfSA's pooled inputs ``sum_j a_j x_j`` (B, H, C) from its two sums, through the
+    kernels or (``reference``) the references."""
+    import mmlinear.ops as ops
+    suffix = '_reference' if reference else ''
+    weighted_queries, energy_sum = getattr(ops, f'linear_infsa_query_sums{suffix}')(q)
+    central = weighted_queries / (energy_sum[..., None] + eps)
+    weighted_inputs, score_sum = getattr(ops, f'linear_infsa_key_pool{suffix}')(central, k, x)
+    return rho[:, None] * weighted_inputs / (score_sum[..., None] + eps)
+
+
+def make_module_case(op: str, shape: tuple, n: int, device: str, dtype):
+    """One of ``MODULE_CASES``: the module as a function, its input and its output shape."""
+    import torch
+    torch.manual_seed(0)
+    B, C, heads = shape
+    if op == 'infsa_attention_linear':
+        from mmlinear.models.layers import InfSAAttention
+        module = InfSAAttention(C, heads, attn_type='linear')
+        inputs, out_shape = [torch.randn(B, n, C)], (B, n, C)
+        fn = module
+    else:
+        from mmlinear.models.backbones.infvit import InfViT
+        side = 16 * int(round(n**0.5))
+        module = InfViT(arch='infvit-4l', attn_type='linear', img_size=side, out_type='featmap')
+        inputs, out_shape = [torch.randn(B, 3, side, side)], (B, C, side // 16, side // 16)
+
+        def fn(image):
+            return module(image)[-1]
+
+    module.to(device=device, dtype=dtype)
+    return fn, [t.to(device=device, dtype=dtype) for t in inputs], out_shape
+
+
 def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
-    """Inputs and the function to run for one case."""
+    """The function to run for one case, its inputs and the shape of its output."""
     import torch
 
     import mmlinear.ops as ops
-    if impl == 'floor':
-        fn = linear_infsa_traffic_floor
-    else:
-        fn = getattr(ops, op if impl == 'kernel' else f'{op}_reference')
     g = torch.Generator().manual_seed(0)
-    if op == 'dynamic_dwconv2d':
+    if op in MODULE_CASES:
+        fn, inputs, out_shape = make_module_case(op, shape, n, device, dtype)
+    elif op == 'dynamic_dwconv2d':
         B, C, k = shape
         side = int(round(n**0.5))
         inputs = [
@@ -97,15 +151,33 @@ def make_case(op: str, impl: str, shape: tuple, n: int, device: str, dtype):
             torch.randn(C, generator=g)
         ]
         inputs = [t.to(device=device, dtype=dtype) for t in inputs]
+        out_shape = inputs[0].shape
+    elif op == 'linear_infsa_sums':
+        B, H, d = shape
+        q, k = (
+            torch.randn(B, n, H, d, generator=g).to(device=device, dtype=dtype).transpose(1, 2)
+            for _ in range(2))
+        x = torch.randn(B, n, H * d, generator=g).to(device=device, dtype=dtype)
+        inputs = [q, k, x, torch.rand(H, device=device)]  # rho stays float32, as the layer's
+        out_shape = (B, H, H * d)
     else:
         B, H, d = shape
         inputs = [
             torch.randn(B, H, n, d, generator=g).to(device=device, dtype=dtype) for _ in range(3)
         ]
         inputs.append(torch.rand(H, device=device))  # rho stays float32, as the layer's
+        out_shape = inputs[0].shape
+    if op in MODULE_CASES:
+        pass  # the reference is the same module in a worker without the extension
+    elif impl == 'floor':
+        fn = linear_infsa_traffic_floor
+    elif op == 'linear_infsa_sums':
+        fn = functools.partial(linear_infsa_sums, reference=impl == 'reference')
+    else:
+        fn = getattr(ops, op if impl == 'kernel' else f'{op}_reference')
     for t in inputs:
         t.requires_grad_()
-    return fn, inputs
+    return fn, inputs, out_shape
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,27 +189,27 @@ def traffic_floor_function():
     class TrafficFloor(torch.autograd.Function):
 
         @staticmethod
-        def forward(ctx, q, k, v, rho):
-            ctx.save_for_backward(q, k, v, rho)
-            total = q.sum() + k.sum() + v.sum()
-            return total.expand(q.shape[0], q.shape[1], 1, q.shape[3]).clone()
+        def forward(ctx, q, k, x, rho):
+            ctx.save_for_backward(q, k, x, rho)
+            total = q.sum() + k.sum() + x.sum()
+            return total.expand(q.shape[0], q.shape[1], x.shape[-1]).clone()
 
         @staticmethod
         def backward(ctx, grad):
-            q, k, v, rho = ctx.saved_tensors
-            return q.clone(), k.clone(), v.clone(), torch.zeros_like(rho)
+            q, k, x, rho = ctx.saved_tensors
+            return q.clone(), k.clone(), x.clone(), torch.zeros_like(rho)
 
     return TrafficFloor
 
 
-def linear_infsa_traffic_floor(q, k, v, rho):
-    """Linear-InfSA's unavoidable memory traffic, with the op's signature and output shape.
+def linear_infsa_traffic_floor(q, k, x, rho):
+    """Linear-InfSA's unavoidable memory traffic, with the signature and the (B, H, C) output
+    of :func:`linear_infsa_sums`.
 
-    Forward: one read of q, k and v (sums); the (B, H, 1, d) result is broadcast to the N
-    queries as the op's is, so the output gradient is reduced the same way. Backward: one more
-    read of q, k and v and three freshly allocated gradients of their size (clones).
+    Forward: one read of q, k and x (sums). Backward: one more read of q, k and x and three
+    freshly allocated gradients of their size (clones).
     """
-    return traffic_floor_function().apply(q, k, v, rho).expand(q.shape)
+    return traffic_floor_function().apply(q, k, x, rho)
 
 
 def run_worker(case: Dict) -> Dict:
@@ -146,11 +218,13 @@ def run_worker(case: Dict) -> Dict:
     device, dtype = case['device'], getattr(torch, case['dtype'])
     # One tiny forward+backward first, so that loading the extension and lazily initialised
     # libraries (thread pools, BLAS) are not counted as the op's memory.
-    fn, inputs = make_case(case['op'], case['impl'], tuple(case['shape']), 16, device, dtype)
+    tiny = 1 if case['op'] == 'infvit_4l_linear' else 16  # one patch
+    fn, inputs, _ = make_case(case['op'], case['impl'], tuple(case['shape']), tiny, device, dtype)
     fn(*inputs).sum().backward()
-    fn, inputs = make_case(case['op'], case['impl'], tuple(case['shape']), case['n'], device, dtype)
-    # Every op's output has the shape of its first input; no call before the measurement.
-    grad = torch.randn_like(inputs[0])
+    fn, inputs, out_shape = make_case(case['op'], case['impl'], tuple(case['shape']), case['n'],
+                                      device, dtype)
+    # No call before the measurement: the output gradient is made from the known shape.
+    grad = torch.randn(out_shape, device=device, dtype=inputs[0].dtype)
     cuda = device == 'cuda'
 
     def sync():
@@ -183,7 +257,10 @@ def run_worker(case: Dict) -> Dict:
             base = int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
         forward_backward()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    result = {'peak_bytes': max(peak, 0)}
+    from mmlinear.utils.ext_loader import KERNEL_CALLS
+
+    # Which operators ran their kernels: none for a reference, the op's own for its kernel.
+    result = {'peak_bytes': max(peak, 0), 'kernels': sorted(KERNEL_CALLS)}
     from mmlinear.apis.benchmark import median_ms
     for mode, step in (('fwd', forward), ('fwd_bwd', forward_backward)):
         result[f'{mode}_s'] = median_ms(step, case['warmup'], case['repeats']) / 1e3
@@ -209,6 +286,8 @@ def run_case(case: Dict) -> Dict:
                 os.getenv('PYTHONPATH')
             ]))
     }
+    if case['op'] in MODULE_CASES and case['impl'] == 'reference':
+        env['MMLINEAR_DISABLE_EXT'] = '1'
     proc = subprocess.run(
         [sys.executable, os.path.abspath(__file__), '--worker',
          json.dumps(case)],
@@ -235,7 +314,7 @@ def ratio(ref: Optional[float], kernel: Optional[float]) -> str:
 
 
 def print_table(rows: List[Dict]) -> None:
-    header = (f'{"op":<17}{"N":>7} | {"fwd ms ref":>10} {"kernel":>10} {"ratio":>7} | '
+    header = (f'{"op":<23}{"N":>7} | {"fwd ms ref":>10} {"kernel":>10} {"ratio":>7} | '
               f'{"f+b ms ref":>10} {"kernel":>10} {"ratio":>7} | {"peak MiB ref":>12} '
               f'{"kernel":>9} {"ratio":>7}')
     print(header)
@@ -244,11 +323,11 @@ def print_table(rows: List[Dict]) -> None:
         ref, ker = row['reference'], row['kernel']
         if 'skipped' in ref or 'error' in ref:
             note = ref.get('skipped') or f'error: {ref["error"]}'
-            print(f'{row["op"]:<17}{row["n"]:>7} | {"":>10} {fmt_time(ker.get("fwd_s")):>10} '
+            print(f'{row["op"]:<23}{row["n"]:>7} | {"":>10} {fmt_time(ker.get("fwd_s")):>10} '
                   f'{"":>7} | {"":>10} {fmt_time(ker.get("fwd_bwd_s")):>10} {"":>7} | '
                   f'{"":>12} {fmt_mib(ker.get("peak_bytes")):>9}  reference {note}')
             continue
-        print(f'{row["op"]:<17}{row["n"]:>7} | {fmt_time(ref.get("fwd_s")):>10} '
+        print(f'{row["op"]:<23}{row["n"]:>7} | {fmt_time(ref.get("fwd_s")):>10} '
               f'{fmt_time(ker.get("fwd_s")):>10} {ratio(ref.get("fwd_s"), ker.get("fwd_s")):>7} | '
               f'{fmt_time(ref.get("fwd_bwd_s")):>10} {fmt_time(ker.get("fwd_bwd_s")):>10} '
               f'{ratio(ref.get("fwd_bwd_s"), ker.get("fwd_bwd_s")):>7} | '
@@ -260,7 +339,7 @@ def print_table(rows: List[Dict]) -> None:
               'kernel time / floor time')
         for row in floors:
             floor, ker = row['floor'], row['kernel']
-            print(f'{row["op"]:<17}{row["n"]:>7} | fwd floor {fmt_time(floor["fwd_s"])} ms, '
+            print(f'{row["op"]:<23}{row["n"]:>7} | fwd floor {fmt_time(floor["fwd_s"])} ms, '
                   f'kernel {ratio(ker.get("fwd_s"), floor["fwd_s"])} | f+b floor '
                   f'{fmt_time(floor["fwd_bwd_s"])} ms, kernel '
                   f'{ratio(ker.get("fwd_bwd_s"), floor["fwd_bwd_s"])}')
@@ -298,7 +377,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     cases = []
     for op in args.ops:
-        preset = PRESETS[args.device][op]
+        preset = MODULE_CASES[op] if op in MODULE_CASES else PRESETS[args.device][op]
         for n in args.sizes or preset['sizes']:
             cases.append((op, tuple(preset['shape']), n))
     from mmlinear.utils.progress import ProgressETA

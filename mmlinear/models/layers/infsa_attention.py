@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mmlinear.ops import linear_infsa_key_weights, pure_infsa, pure_infsa_scores
-from mmlinear.ops.infsa_common import check_infsa_inputs
 from ..utils import check_choice, extend_padding_mask
+from .linear_infsa_summary import LinearInfSASummary
 
 ATTN_TYPES = ('softmax', 'pure', 'linear', 'none')
 RHO_MODES = ('per_head', 'per_layer', 'fixed')
@@ -164,6 +164,7 @@ class InfSAAttention(nn.Module):
         (H x C multiply-adds per token instead of the C x C of V), and V and the output
         projection then run on one vector per (sample, head) and per sample. ``sum_j a_hj`` is
         rho_h, or 0 when every score is <= 0 (the bias term vanishes with the pooled value).
+        The sums run as the two passes of :class:`LinearInfSASummary`.
 
         Args:
             x (Tensor): (B, S, C) tokens the keys and values are projected from.
@@ -175,16 +176,12 @@ class InfSAAttention(nn.Module):
             Tensor: (B, C), the output projection of the pooled value (heads concatenated as
             in the per-token path), before the output dropout and the broadcast to N tokens.
         """
-        # The same checks (shapes, mask, devices) as the op this path replaces; k stands in
-        # for v, which has its shape and is never formed here.
-        check_infsa_inputs(q, k, k, self.rho, key_padding_mask)
-        # a: (B, H, S) in float32 (float64 for float64), autocast off inside: the
-        # normalisations stay float32 under autocast, as on the explicit path.
-        key_weights = linear_infsa_key_weights(q, k, self.rho, key_padding_mask, self.eps)
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            # The pooling, like the one over v it replaces, accumulates in float32.
-            pooled_x = torch.bmm(key_weights, x.to(key_weights.dtype))  # (B, H, C)
-        return self.project_pooled_inputs(pooled_x, key_weights.sum(-1, keepdim=True), q.dtype)
+        # The whole sequence is one band of the summary the streamed blocks accumulate band
+        # by band: its two passes are the ops with kernels.
+        summary = LinearInfSASummary(self.eps)
+        summary.add_queries(q, key_padding_mask)
+        summary.add_keys(k, x, key_padding_mask)
+        return self.project_pooled_inputs(*summary.pooled_inputs(self.rho), q.dtype)
 
     def project_pooled_inputs(self, pooled_x: Tensor, weight_sum: Tensor,
                               dtype: torch.dtype) -> Tensor:

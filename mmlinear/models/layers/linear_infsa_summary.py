@@ -1,10 +1,10 @@
 """Linear-InfSA's fixed-size summary of a token sequence, accumulated band by band."""
 from typing import Optional, Tuple
 
-import torch
 from torch import Tensor
 
-from mmlinear.ops.infsa_common import rho_per_head, scale_float32
+from mmlinear.ops import linear_infsa_key_pool, linear_infsa_query_sums
+from mmlinear.ops.infsa_common import rho_per_head
 
 
 class LinearInfSASummary:
@@ -12,16 +12,19 @@ class LinearInfSASummary:
 
     Linear-InfSA meets the tokens through two sums of fixed size (see
     :func:`~mmlinear.ops.linear_infsa_key_weights` for the formulas), each a pass over the
-    tokens, the second needing the first:
+    tokens, the second needing the first, each an op of ``mmlinear.ops`` with a kernel and
+    autograd:
 
-    1. :meth:`add_queries`: the query energies e_i = ||q_i|| (of the scaled queries) and the
-       energy-weighted query sum, giving the central query
-       ``q_bar = sum_i e_i q_i / (sum_i e_i + eps)``;
-    2. :meth:`add_keys`: the key scores s_j = relu(q_bar . k_j) and the score-weighted sum of
-       the attention inputs x_j, giving the pooled inputs
-       ``sum_j a_j x_j = rho * sum_j s_j x_j / (sum_j s_j + eps)`` and ``sum_j a_j``.
+    1. :meth:`add_queries` (:func:`~mmlinear.ops.linear_infsa_query_sums`): the query
+       energies e_i = ||q_i|| (of the scaled queries) and the energy-weighted query sum, giving
+       the central query ``q_bar = sum_i e_i q_i / (sum_i e_i + eps)``;
+    2. :meth:`add_keys` (:func:`~mmlinear.ops.linear_infsa_key_pool`): the key scores
+       s_j = relu(q_bar . k_j) and the score-weighted sum of the attention inputs x_j, giving
+       the pooled inputs ``sum_j a_j x_j = rho * sum_j s_j x_j / (sum_j s_j + eps)`` and
+       ``sum_j a_j``.
 
-    Padded tokens take part in neither. Sums accumulate in float32 (float64 for float64) with
+    One band is the whole sequence (the layer's own forward); several are a streamed pass.
+    Padded tokens take part in neither sum. Sums accumulate in float32 (float64 for float64),
     autocast off, as the whole-sequence normalisations; eps is added to the completed sums
     only.
 
@@ -50,14 +53,9 @@ class LinearInfSASummary:
         """
         if self._central_query is not None:
             raise RuntimeError('add_queries after central_query: the first pass is over')
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            qs = scale_float32(q)
-            energy = qs.norm(dim=-1)  # (B, H, n)
-            if key_padding_mask is not None:
-                energy = energy.masked_fill(key_padding_mask[:, None, :], 0)
-            self.energy_sum = self._accumulate(self.energy_sum, energy.sum(-1))
-            self.weighted_queries = self._accumulate(self.weighted_queries,
-                                                     torch.einsum('bhn,bhnd->bhd', energy, qs))
+        weighted_queries, energy_sum = linear_infsa_query_sums(q, key_padding_mask)
+        self.energy_sum = self._accumulate(self.energy_sum, energy_sum)
+        self.weighted_queries = self._accumulate(self.weighted_queries, weighted_queries)
 
     def central_query(self) -> Tensor:
         """Tensor: (B, H, d) the energy-weighted mean of the scaled queries."""
@@ -75,15 +73,10 @@ class LinearInfSASummary:
             x (Tensor): (B, n, C) the attention inputs of the same tokens.
             key_padding_mask (Tensor, optional): (B, n) bool, True on padded tokens.
         """
-        central_query = self.central_query()
-        with torch.autocast(device_type=k.device.type, enabled=False):
-            ks = scale_float32(k)
-            scores = torch.relu(torch.einsum('bhnd,bhd->bhn', ks, central_query))
-            if key_padding_mask is not None:
-                scores = scores.masked_fill(key_padding_mask[:, None, :], 0)
-            self.score_sum = self._accumulate(self.score_sum, scores.sum(-1))
-            self.weighted_inputs = self._accumulate(self.weighted_inputs,
-                                                    torch.bmm(scores, x.to(scores.dtype)))
+        weighted_inputs, score_sum = linear_infsa_key_pool(self.central_query(), k, x,
+                                                           key_padding_mask)
+        self.score_sum = self._accumulate(self.score_sum, score_sum)
+        self.weighted_inputs = self._accumulate(self.weighted_inputs, weighted_inputs)
 
     def pooled_inputs(self, rho: Tensor) -> Tuple[Tensor, Tensor]:
         """The key-weighted inputs, once every key was added.

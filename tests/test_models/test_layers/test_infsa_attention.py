@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from mmlinear.models.layers import InfSAAttention
-from mmlinear.ops import linear_infsa_reference, pure_infsa_reference
+from mmlinear.ops import linear_infsa_key_weights, pure_infsa_reference
 
 
 def make(attn_type='linear', **kwargs):
@@ -31,7 +31,9 @@ def test_layer_uses_the_reference_computation():
     heads = pure_infsa_reference(q, k, v, layer.rho).transpose(1, 2).reshape(2, 9, 16)
     torch.testing.assert_close(layer(x), layer.out_proj(heads))
     layer.attn_type = 'linear'
-    heads = linear_infsa_reference(q, k, v, layer.rho).transpose(1, 2).reshape(2, 9, 16)
+    # Linear-InfSA per token: the key-weighted value broadcast to every query.
+    pooled = torch.einsum('bhs,bhsd->bhd', linear_infsa_key_weights(q, k, layer.rho), v)
+    heads = pooled[:, None].expand(2, 9, 4, 4).reshape(2, 9, 16)
     torch.testing.assert_close(layer(x), layer.out_proj(heads))
 
 

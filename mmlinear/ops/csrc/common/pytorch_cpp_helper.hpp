@@ -14,8 +14,8 @@ using cpu_acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, f
 
 // A dot product over the head dimension; a plain loop the compiler vectorises for the
 // instruction set of the kernel variant it is inlined into (cpu_isa.hpp).
-template <typename acc_t, typename scalar_t>
-MMLINEAR_ISA_INLINE acc_t dot(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, int64_t n) {
+template <typename acc_t, typename A, typename B>
+MMLINEAR_ISA_INLINE acc_t dot(const A* __restrict__ a, const B* __restrict__ b, int64_t n) {
   acc_t sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) sum += static_cast<acc_t>(a[i]) * static_cast<acc_t>(b[i]);

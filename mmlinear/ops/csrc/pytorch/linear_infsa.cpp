@@ -1,35 +1,53 @@
-// Device-independent entry points of the fused Linear-InfSA op.
+// Device-independent entry points of the Linear-InfSA sum ops (the two passes of its
+// factorised form: the query sums, then the key-score pooling of the attention inputs).
 #include "pytorch_device_registry.hpp"
 
-std::vector<at::Tensor> linear_infsa_forward_impl(const at::Tensor& q, const at::Tensor& k,
-                                                  const at::Tensor& v, const at::Tensor& rho,
-                                                  const at::Tensor& key_padding_mask,
-                                                  double eps) {
-  return DISPATCH_DEVICE_IMPL(linear_infsa_forward_impl, q, k, v, rho, key_padding_mask, eps);
+std::vector<at::Tensor> linear_infsa_query_sums_impl(const at::Tensor& q, const at::Tensor& mask) {
+  return DISPATCH_DEVICE_IMPL(linear_infsa_query_sums_impl, q, mask);
 }
 
-std::vector<at::Tensor> linear_infsa_backward_impl(
-    const at::Tensor& grad_pooled, const at::Tensor& q, const at::Tensor& k,
-    const at::Tensor& v, const at::Tensor& rho, const at::Tensor& key_padding_mask,
-    const at::Tensor& central, const at::Tensor& energy_sum, const at::Tensor& score_sum,
-    double eps) {
-  return DISPATCH_DEVICE_IMPL(linear_infsa_backward_impl, grad_pooled, q, k, v, rho,
-                              key_padding_mask, central, energy_sum, score_sum, eps);
+at::Tensor linear_infsa_query_sums_backward_impl(const at::Tensor& grad_queries,
+                                                 const at::Tensor& grad_energy,
+                                                 const at::Tensor& q, const at::Tensor& mask) {
+  return DISPATCH_DEVICE_IMPL(linear_infsa_query_sums_backward_impl, grad_queries, grad_energy, q,
+                              mask);
 }
 
-std::vector<at::Tensor> linear_infsa_forward(const at::Tensor& q, const at::Tensor& k,
-                                             const at::Tensor& v, const at::Tensor& rho,
-                                             const std::optional<at::Tensor>& key_padding_mask, double eps) {
-  return linear_infsa_forward_impl(q, k, v, rho, key_padding_mask.value_or(at::Tensor()), eps);
+std::vector<at::Tensor> linear_infsa_key_pool_impl(const at::Tensor& central, const at::Tensor& k,
+                                                   const at::Tensor& x, const at::Tensor& mask) {
+  return DISPATCH_DEVICE_IMPL(linear_infsa_key_pool_impl, central, k, x, mask);
 }
 
-std::vector<at::Tensor> linear_infsa_backward(const at::Tensor& grad_pooled,
-                                              const at::Tensor& q, const at::Tensor& k,
-                                              const at::Tensor& v, const at::Tensor& rho,
-                                              const std::optional<at::Tensor>& key_padding_mask,
-                                              const at::Tensor& central,
-                                              const at::Tensor& energy_sum,
-                                              const at::Tensor& score_sum, double eps) {
-  return linear_infsa_backward_impl(grad_pooled, q, k, v, rho, key_padding_mask.value_or(at::Tensor()), central,
-                                    energy_sum, score_sum, eps);
+std::vector<at::Tensor> linear_infsa_key_pool_backward_impl(
+    const at::Tensor& grad_inputs, const at::Tensor& grad_scores, const at::Tensor& central,
+    const at::Tensor& k, const at::Tensor& x, const at::Tensor& mask) {
+  return DISPATCH_DEVICE_IMPL(linear_infsa_key_pool_backward_impl, grad_inputs, grad_scores,
+                              central, k, x, mask);
+}
+
+std::vector<at::Tensor> linear_infsa_query_sums_forward(const at::Tensor& q,
+                                                        const std::optional<at::Tensor>& mask) {
+  return linear_infsa_query_sums_impl(q, mask.value_or(at::Tensor()));
+}
+
+at::Tensor linear_infsa_query_sums_backward(const at::Tensor& grad_queries,
+                                            const at::Tensor& grad_energy, const at::Tensor& q,
+                                            const std::optional<at::Tensor>& mask) {
+  return linear_infsa_query_sums_backward_impl(grad_queries, grad_energy, q,
+                                               mask.value_or(at::Tensor()));
+}
+
+std::vector<at::Tensor> linear_infsa_key_pool_forward(const at::Tensor& central,
+                                                      const at::Tensor& k, const at::Tensor& x,
+                                                      const std::optional<at::Tensor>& mask) {
+  return linear_infsa_key_pool_impl(central, k, x, mask.value_or(at::Tensor()));
+}
+
+std::vector<at::Tensor> linear_infsa_key_pool_backward(const at::Tensor& grad_inputs,
+                                                       const at::Tensor& grad_scores,
+                                                       const at::Tensor& central,
+                                                       const at::Tensor& k, const at::Tensor& x,
+                                                       const std::optional<at::Tensor>& mask) {
+  return linear_infsa_key_pool_backward_impl(grad_inputs, grad_scores, central, k, x,
+                                             mask.value_or(at::Tensor()));
 }

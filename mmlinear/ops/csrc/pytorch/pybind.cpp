@@ -4,16 +4,19 @@
 
 #include "cpu_isa.hpp"
 
-std::vector<at::Tensor> linear_infsa_forward(const at::Tensor& q, const at::Tensor& k,
-                                             const at::Tensor& v, const at::Tensor& rho,
-                                             const std::optional<at::Tensor>& key_padding_mask, double eps);
-std::vector<at::Tensor> linear_infsa_backward(const at::Tensor& grad_pooled,
-                                              const at::Tensor& q, const at::Tensor& k,
-                                              const at::Tensor& v, const at::Tensor& rho,
-                                              const std::optional<at::Tensor>& key_padding_mask,
-                                              const at::Tensor& central,
-                                              const at::Tensor& energy_sum,
-                                              const at::Tensor& score_sum, double eps);
+std::vector<at::Tensor> linear_infsa_query_sums_forward(const at::Tensor& q,
+                                                        const std::optional<at::Tensor>& mask);
+at::Tensor linear_infsa_query_sums_backward(const at::Tensor& grad_queries,
+                                            const at::Tensor& grad_energy, const at::Tensor& q,
+                                            const std::optional<at::Tensor>& mask);
+std::vector<at::Tensor> linear_infsa_key_pool_forward(const at::Tensor& central,
+                                                      const at::Tensor& k, const at::Tensor& x,
+                                                      const std::optional<at::Tensor>& mask);
+std::vector<at::Tensor> linear_infsa_key_pool_backward(const at::Tensor& grad_inputs,
+                                                       const at::Tensor& grad_scores,
+                                                       const at::Tensor& central,
+                                                       const at::Tensor& k, const at::Tensor& x,
+                                                       const std::optional<at::Tensor>& mask);
 std::vector<at::Tensor> pure_infsa_forward(const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v, const at::Tensor& rho,
                                            const std::optional<at::Tensor>& key_padding_mask, double eps);
@@ -44,15 +47,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "cpu_capability", [] { return std::string(mmlinear::cpu_isa_name(mmlinear::cpu_isa())); },
       "The instruction set the CPU kernels run with (AVX512, AVX2 or DEFAULT): ATen's own "
       "choice, which ATEN_CPU_CAPABILITY overrides");
-  m.def("linear_infsa_forward", &linear_infsa_forward,
-        "Linear-InfSA forward: (pooled (B,H,d), central (B,H,d), energy_sum (B,H), "
-        "score_sum (B,H)), all in the accumulation dtype",
-        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("rho"), py::arg("key_padding_mask"),
-        py::arg("eps"));
-  m.def("linear_infsa_backward", &linear_infsa_backward,
-        "Linear-InfSA backward: (grad_q, grad_k, grad_v, grad_rho (B,H))", py::arg("grad_pooled"),
-        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("rho"), py::arg("key_padding_mask"),
-        py::arg("central"), py::arg("energy_sum"), py::arg("score_sum"), py::arg("eps"));
+  m.def("linear_infsa_query_sums_forward", &linear_infsa_query_sums_forward,
+        "Linear-InfSA query sums of (B,H,n,d) q: (sum_i e_i q_i / sqrt(d) (B,H,d), sum_i e_i "
+        "(B,H)) with e_i = ||q_i|| / sqrt(d), in the accumulation dtype",
+        py::arg("q"), py::arg("mask"));
+  m.def("linear_infsa_query_sums_backward", &linear_infsa_query_sums_backward,
+        "Linear-InfSA query sums backward: grad_q", py::arg("grad_queries"),
+        py::arg("grad_energy"), py::arg("q"), py::arg("mask"));
+  m.def("linear_infsa_key_pool_forward", &linear_infsa_key_pool_forward,
+        "Linear-InfSA key pooling: (sum_j s_j x_j (B,H,C), sum_j s_j (B,H)) with s_j = "
+        "relu(central . k_j / sqrt(d)), in the accumulation dtype",
+        py::arg("central"), py::arg("k"), py::arg("x"), py::arg("mask"));
+  m.def("linear_infsa_key_pool_backward", &linear_infsa_key_pool_backward,
+        "Linear-InfSA key pooling backward: (grad_central, grad_k, grad_x)",
+        py::arg("grad_inputs"), py::arg("grad_scores"), py::arg("central"), py::arg("k"),
+        py::arg("x"), py::arg("mask"));
   m.def("pure_infsa_forward", &pure_infsa_forward,
         "Pure InfSA forward without the N x S matrix: (out (B,H,N,d), fro_norm (B,H))",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("rho"), py::arg("key_padding_mask"),

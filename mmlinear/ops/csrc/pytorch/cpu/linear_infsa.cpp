@@ -1,6 +1,9 @@
-// CPU Linear-InfSA: one task per (sample, head); two streaming passes forward (queries, then
-// keys and values) and two backward (keys and values, then queries) plus a write-only one,
-// each a tight loop over the head dimension, compiled per CPU capability (cpu_isa.hpp).
+// CPU Linear-InfSA sums: the two passes over the tokens of Linear-InfSA's factorised form
+// (docs/ops.md), forward and backward. A task is a (sample, chunk of tokens) pair that visits
+// every head of its tokens, so each row of q, k and x is read once per pass; its partial sums
+// go to their own slot of a (B, chunks, H, ...) buffer, summed afterwards in a fixed order
+// (token_chunks.hpp). The hot loops run over d or C and are compiled per CPU capability
+// (cpu_isa.hpp).
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -9,271 +12,332 @@
 
 #include "pytorch_cpp_helper.hpp"
 #include "pytorch_device_registry.hpp"
+#include "token_chunks.hpp"
 
 namespace {
 
-// Sizes of one call; the tensors are contiguous (B, H, N|S, d).
-struct LinearInfsaShape {
-  int64_t B, H, N, S, d;
-  bool mask_keys, mask_queries;  // queries are masked for self-attention (N == S) only
+// A chunk is at least this many tokens: below it, a task's set-up outweighs its work.
+constexpr int64_t kMinChunkTokens = 256;
+
+// The strides of a (B, H, n, d) tensor whose last dimension is contiguous, e.g. a transposed
+// projection output (B, n, H, d): no copy is needed to read it.
+struct HeadRows {
+  int64_t sb, sh, sn;
 };
 
-LinearInfsaShape linear_infsa_shape(const at::Tensor& q, const at::Tensor& k,
-                                    const at::Tensor& mask) {
-  const bool masked = mask.defined();
-  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), masked,
-          masked && q.size(2) == k.size(2)};
+HeadRows head_rows(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+// The shape of a call: B samples, H heads, n tokens, head dimension d, C input channels.
+struct SumShape {
+  int64_t B, H, n, d, C;
+  int64_t chunk_tokens, chunks;
+};
+
+SumShape sum_shape(const at::Tensor& heads, int64_t C) {
+  const int64_t n = heads.size(2);
+  const int64_t tokens = mmlinear::chunk_tokens(n, kMinChunkTokens);
+  return {heads.size(0), heads.size(1), n, heads.size(3), C, tokens,
+          mmlinear::num_chunks(n, tokens)};
 }
 
-// The head dimension the kernels are specialised for (every InfViT preset): with a
-// compile-time d the loops unroll and the (d,) accumulators stay in vector registers.
-constexpr int64_t kCommonHeadDim = 64;
+void check_rows(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.stride(-1) == 1 || t.size(-1) == 1, name,
+              " must be contiguous in its last dimension (the Python wrapper makes it so)");
+}
+
+// An output shaped like `like` in its memory layout where that keeps rows contiguous.
+at::Tensor empty_rows_like(const at::Tensor& like) {
+  auto out = at::empty_like(like, at::MemoryFormat::Preserve);
+  return out.stride(-1) == 1 ? out : at::empty(like.sizes(), like.options());
+}
+
+at::TensorOptions acc_options(const at::Tensor& t) {
+  return t.options().dtype(t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+}
 
 template <typename scalar_t>
-struct LinearInfsaForwardArgs {
+struct QuerySumsArgs {
   using acc_t = cpu_acc_t<scalar_t>;
-  const scalar_t *q, *k, *v;
-  const acc_t* rho;
-  const bool* mask;
-  LinearInfsaShape sh;
-  acc_t eps;
-  acc_t *pooled, *central, *energy_sum, *score_sum;
+  const scalar_t* q;
+  HeadRows qs;
+  const bool* mask;  // (B, n) or null
+  SumShape sh;
+  acc_t* part;  // (B, chunks, H, d + 1): the energy-weighted query sum, then the energy sum
 };
 
-// One (sample, head): a pass over the queries (energies e_i = ||q_i|| / sqrt(d) weight the
-// central query), then one over keys and values (positive scores and their pooled value).
-// kD > 0 is the head dimension known at compile time, 0 reads it from the shape.
-template <typename scalar_t, int64_t kD>
-MMLINEAR_ISA_INLINE void linear_infsa_forward_head(const LinearInfsaForwardArgs<scalar_t>& a,
-                                                   int64_t bh) {
+// Energies e_i = ||q_i|| / sqrt(d) of the scaled queries and the sums e_i q_i / sqrt(d), e_i.
+template <typename scalar_t>
+MMLINEAR_ISA_INLINE void query_sums_tasks(const QuerySumsArgs<scalar_t>& a, int64_t begin,
+                                          int64_t end) {
   using acc_t = cpu_acc_t<scalar_t>;
-  const LinearInfsaShape& sh = a.sh;
-  const int64_t d = kD > 0 ? kD : sh.d;
+  const SumShape& sh = a.sh;
+  const int64_t d = sh.d, width = d + 1;
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
-  const int64_t b = bh / sh.H, h = bh % sh.H;
-  const scalar_t* qb = a.q + bh * sh.N * d;
-  const scalar_t* kb = a.k + bh * sh.S * d;
-  const scalar_t* vb = a.v + bh * sh.S * d;
-  const bool* mb = sh.mask_keys ? a.mask + b * sh.S : nullptr;
-  acc_t* c = a.central + bh * d;
-  acc_t* u = a.pooled + bh * d;
-  // Register-resident accumulators for a compile-time d, the outputs themselves otherwise.
-  acc_t c_local[kD > 0 ? kD : 1], u_local[kD > 0 ? kD : 1];
-  acc_t* cc = kD > 0 ? c_local : c;
-  acc_t* uu = kD > 0 ? u_local : u;
-  std::fill(cc, cc + d, acc_t(0));
-  std::fill(uu, uu + d, acc_t(0));
-  acc_t esum = 0;
-  for (int64_t i = 0; i < sh.N; ++i) {
-    if (sh.mask_queries && mb[i]) continue;
-    const scalar_t* qi = qb + i * d;
-    const acc_t e = scale * std::sqrt(dot<acc_t>(qi, qi, d));
-    esum += e;
-    axpy<acc_t>(e, qi, cc, d);
-  }
-  const acc_t E = esum + a.eps;
-  for (int64_t m = 0; m < d; ++m) cc[m] *= scale / E;  // q_bar in the scaled space
-  // Branch-free ReLU: a non-positive score adds zero (the signs of random scores would
-  // mispredict half the time).
-  acc_t rsum = 0;
-  for (int64_t j = 0; j < sh.S; ++j) {
-    if (sh.mask_keys && mb[j]) continue;
-    const acc_t t = std::max(scale * dot<acc_t>(kb + j * d, cc, d), acc_t(0));
-    rsum += t;
-    axpy<acc_t>(t, vb + j * d, uu, d);
-  }
-  const acc_t R = rsum + a.eps;
-  const acc_t factor = a.rho[h] / R;
-  for (int64_t m = 0; m < d; ++m) {
-    c[m] = cc[m];
-    u[m] = uu[m] * factor;
-  }
-  a.energy_sum[bh] = E;
-  a.score_sum[bh] = R;
-}
-
-template <typename scalar_t>
-MMLINEAR_ISA_INLINE void linear_infsa_forward_tasks(const LinearInfsaForwardArgs<scalar_t>& a,
-                                                    int64_t begin, int64_t end) {
-  for (int64_t bh = begin; bh < end; ++bh) {
-    if (a.sh.d == kCommonHeadDim)
-      linear_infsa_forward_head<scalar_t, kCommonHeadDim>(a, bh);
-    else
-      linear_infsa_forward_head<scalar_t, 0>(a, bh);
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t b = task / sh.chunks, i0 = task % sh.chunks * sh.chunk_tokens;
+    const int64_t i1 = std::min(sh.n, i0 + sh.chunk_tokens);
+    acc_t* part = a.part + task * sh.H * width;
+    std::fill(part, part + sh.H * width, acc_t(0));
+    for (int64_t i = i0; i < i1; ++i) {
+      if (a.mask && a.mask[b * sh.n + i]) continue;
+      for (int64_t h = 0; h < sh.H; ++h) {
+        const scalar_t* qi = a.q + b * a.qs.sb + h * a.qs.sh + i * a.qs.sn;
+        const acc_t e = scale * std::sqrt(dot<acc_t>(qi, qi, d));
+        acc_t* ph = part + h * width;
+        axpy<acc_t>(e * scale, qi, ph, d);
+        ph[d] += e;
+      }
+    }
   }
 }
-MMLINEAR_DEFINE_CPU_ISA_VARIANTS(linear_infsa_forward_tasks, LinearInfsaForwardArgs)
+MMLINEAR_DEFINE_CPU_ISA_VARIANTS(query_sums_tasks, QuerySumsArgs)
 
 template <typename scalar_t>
-struct LinearInfsaBackwardArgs {
+struct QuerySumsBackwardArgs {
   using acc_t = cpu_acc_t<scalar_t>;
-  const acc_t* grad_pooled;
-  const scalar_t *q, *k, *v;
-  const acc_t* rho;
+  const acc_t *grad_queries, *grad_energy;  // (B, H, d), (B, H)
+  const scalar_t* q;
+  HeadRows qs;
   const bool* mask;
-  const acc_t *central, *energy_sum, *score_sum;
-  LinearInfsaShape sh;
-  scalar_t *grad_q, *grad_k, *grad_v;
-  acc_t* grad_rho;
+  SumShape sh;
+  scalar_t* grad_q;
+  HeadRows gs;
 };
 
-// One (sample, head), given scratch for its S scores and their upstream gradients: a pass
-// over keys and values (writing grad v), a write-only one (grad k) and one over the queries.
-template <typename scalar_t, int64_t kD>
-MMLINEAR_ISA_INLINE void linear_infsa_backward_head(const LinearInfsaBackwardArgs<scalar_t>& a,
-                                                    int64_t bh, cpu_acc_t<scalar_t>* score,
-                                                    cpu_acc_t<scalar_t>* grad_score) {
+// With s = q / sqrt(d) and e = ||s||: the gradient of sum_i e_i s_i and sum_i e_i at s_i is
+// e_i g + ((s_i . g) + g_e) s_i / e_i; zero at e_i = 0, as autograd's norm gives.
+template <typename scalar_t>
+MMLINEAR_ISA_INLINE void query_sums_backward_tasks(const QuerySumsBackwardArgs<scalar_t>& a,
+                                                   int64_t begin, int64_t end) {
   using acc_t = cpu_acc_t<scalar_t>;
-  const LinearInfsaShape& sh = a.sh;
-  const int64_t d = kD > 0 ? kD : sh.d;
+  const SumShape& sh = a.sh;
+  const int64_t d = sh.d;
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
-  const int64_t b = bh / sh.H, h = bh % sh.H;
-  const scalar_t* qb = a.q + bh * sh.N * d;
-  const scalar_t* kb = a.k + bh * sh.S * d;
-  const scalar_t* vb = a.v + bh * sh.S * d;
-  scalar_t* gqb = a.grad_q + bh * sh.N * d;
-  scalar_t* gkb = a.grad_k + bh * sh.S * d;
-  scalar_t* gvb = a.grad_v + bh * sh.S * d;
-  const bool* mb = sh.mask_keys ? a.mask + b * sh.S : nullptr;
-  const acc_t E = a.energy_sum[bh], R = a.score_sum[bh], r = a.rho[h];
-  constexpr int64_t kLocal = kD > 0 ? kD : 1;
-  std::vector<acc_t> heap(kD > 0 ? 0 : 4 * d);
-  acc_t c_local[kLocal], gu_local[kLocal], k1_local[kLocal], k0_local[kLocal];
-  acc_t* c = kD > 0 ? c_local : heap.data();
-  acc_t* gu = kD > 0 ? gu_local : heap.data() + d;
-  acc_t* k1 = kD > 0 ? k1_local : heap.data() + 2 * d;  // sum_j g_j k_j, then dL/dq_bar
-  acc_t* k0 = kD > 0 ? k0_local : heap.data() + 3 * d;  // sum_j k_j over positive scores
-  for (int64_t m = 0; m < d; ++m) {
-    c[m] = a.central[bh * d + m];
-    gu[m] = a.grad_pooled[bh * d + m];
-    k1[m] = k0[m] = 0;
-  }
-  // Keys: scores t_j, g_j = v_j . gu and dL/drho = sum_j g_j t_j / R; v_j gets a_j gu with
-  // a_j = rho t_j / R.
-  acc_t grho = 0;
-  for (int64_t j = 0; j < sh.S; ++j) {
-    const scalar_t* kj = kb + j * d;
-    const bool valid = !(sh.mask_keys && mb[j]);
-    const acc_t t = valid ? std::max(scale * dot<acc_t>(kj, c, d), acc_t(0)) : acc_t(0);
-    const acc_t g = dot<acc_t>(vb + j * d, gu, d);
-    const acc_t positive = t > 0 ? acc_t(1) : acc_t(0);
-    score[j] = t;
-    grad_score[j] = g;
-    grho += g * t;
-    axpy<acc_t>(g * positive, kj, k1, d);
-    axpy<acc_t>(positive, kj, k0, d);
-    const acc_t aj = r * t / R;
-    scalar_t* gvj = gvb + j * d;
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t b = task / sh.chunks, i0 = task % sh.chunks * sh.chunk_tokens;
+    const int64_t i1 = std::min(sh.n, i0 + sh.chunk_tokens);
+    for (int64_t i = i0; i < i1; ++i) {
+      const bool masked = a.mask && a.mask[b * sh.n + i];
+      for (int64_t h = 0; h < sh.H; ++h) {
+        const scalar_t* qi = a.q + b * a.qs.sb + h * a.qs.sh + i * a.qs.sn;
+        scalar_t* gi = a.grad_q + b * a.gs.sb + h * a.gs.sh + i * a.gs.sn;
+        const acc_t e = masked ? acc_t(0) : scale * std::sqrt(dot<acc_t>(qi, qi, d));
+        if (e == 0) {
+          std::fill(gi, gi + d, scalar_t(0));
+          continue;
+        }
+        const acc_t* g = a.grad_queries + (b * sh.H + h) * d;
+        const acc_t coef = (scale * dot<acc_t>(qi, g, d) + a.grad_energy[b * sh.H + h]) / e;
 #pragma omp simd
-    for (int64_t m = 0; m < d; ++m) gvj[m] = static_cast<scalar_t>(aj * gu[m]);
-  }
-  grho /= R;
-  a.grad_rho[bh] = grho;
-  // Through the L1 normalisation and the ReLU, dL/dt_j = rho (g_j - dL/drho) / R on the
-  // positive scores, so dL/dq_bar = rho / R * (K1 - dL/drho K0) / sqrt(d).
-  acc_t* grad_c = k1;
-  for (int64_t m = 0; m < d; ++m) grad_c[m] = scale * r / R * (k1[m] - grho * k0[m]);
-  // Write-only: k_j gets dL/dt_j q_bar / sqrt(d).
-  for (int64_t j = 0; j < sh.S; ++j) {
-    const acc_t gt = score[j] > 0 ? scale * r * (grad_score[j] - grho) / R : acc_t(0);
-    scalar_t* gkj = gkb + j * d;
-#pragma omp simd
-    for (int64_t m = 0; m < d; ++m) gkj[m] = static_cast<scalar_t>(gt * c[m]);
-  }
-  // Queries. With w = e / E, sum_i w_i dL/dw_i = q_bar . dL/dq_bar, so one pass gives q_i's
-  // two terms: w_i dL/dq_bar (through q_bar) and its energy's gradient.
-  const acc_t mean_gw = dot<acc_t>(c, grad_c, d);
-  for (int64_t i = 0; i < sh.N; ++i) {
-    const scalar_t* qi = qb + i * d;
-    scalar_t* gqi = gqb + i * d;
-    const bool valid = !(sh.mask_queries && mb[i]);
-    const acc_t e = valid ? scale * std::sqrt(dot<acc_t>(qi, qi, d)) : acc_t(0);
-    const acc_t gw = scale * dot<acc_t>(qi, grad_c, d);
-    const acc_t wq = scale * e / E;
-    const acc_t g_norm = e > 0 ? (gw - mean_gw) / E * scale * scale / e : acc_t(0);
-#pragma omp simd
-    for (int64_t m = 0; m < d; ++m)
-      gqi[m] = static_cast<scalar_t>(wq * grad_c[m] + g_norm * static_cast<acc_t>(qi[m]));
+        for (int64_t m = 0; m < d; ++m)
+          gi[m] = static_cast<scalar_t>(scale * (e * g[m] + coef * scale * static_cast<acc_t>(qi[m])));
+      }
+    }
   }
 }
+MMLINEAR_DEFINE_CPU_ISA_VARIANTS(query_sums_backward_tasks, QuerySumsBackwardArgs)
 
 template <typename scalar_t>
-MMLINEAR_ISA_INLINE void linear_infsa_backward_tasks(const LinearInfsaBackwardArgs<scalar_t>& a,
-                                                     int64_t begin, int64_t end) {
+struct KeyPoolArgs {
   using acc_t = cpu_acc_t<scalar_t>;
-  std::vector<acc_t> score(a.sh.S), grad_score(a.sh.S);
-  for (int64_t bh = begin; bh < end; ++bh) {
-    if (a.sh.d == kCommonHeadDim)
-      linear_infsa_backward_head<scalar_t, kCommonHeadDim>(a, bh, score.data(),
-                                                           grad_score.data());
-    else
-      linear_infsa_backward_head<scalar_t, 0>(a, bh, score.data(), grad_score.data());
+  const acc_t* central;  // (B, H, d)
+  const scalar_t* k;
+  HeadRows ks;
+  const scalar_t* x;
+  int64_t xsb, xsn;
+  const bool* mask;
+  SumShape sh;
+  acc_t* part;  // (B, chunks, H, C + 1): the score-weighted input sum, then the score sum
+};
+
+// Scores s_hj = relu(q_bar_h . k_hj / sqrt(d)) and the sums s_hj x_j, s_hj. Branch-free
+// ReLU: a non-positive score adds zero (random signs would mispredict half the time).
+template <typename scalar_t>
+MMLINEAR_ISA_INLINE void key_pool_tasks(const KeyPoolArgs<scalar_t>& a, int64_t begin,
+                                        int64_t end) {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const SumShape& sh = a.sh;
+  const int64_t d = sh.d, C = sh.C, width = C + 1;
+  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t b = task / sh.chunks, j0 = task % sh.chunks * sh.chunk_tokens;
+    const int64_t j1 = std::min(sh.n, j0 + sh.chunk_tokens);
+    acc_t* part = a.part + task * sh.H * width;
+    std::fill(part, part + sh.H * width, acc_t(0));
+    for (int64_t j = j0; j < j1; ++j) {
+      if (a.mask && a.mask[b * sh.n + j]) continue;
+      const scalar_t* xj = a.x + b * a.xsb + j * a.xsn;
+      for (int64_t h = 0; h < sh.H; ++h) {
+        const scalar_t* kj = a.k + b * a.ks.sb + h * a.ks.sh + j * a.ks.sn;
+        const acc_t s =
+            std::max(scale * dot<acc_t>(kj, a.central + (b * sh.H + h) * d, d), acc_t(0));
+        acc_t* ph = part + h * width;
+        axpy<acc_t>(s, xj, ph, C);
+        ph[C] += s;
+      }
+    }
   }
 }
-MMLINEAR_DEFINE_CPU_ISA_VARIANTS(linear_infsa_backward_tasks, LinearInfsaBackwardArgs)
+MMLINEAR_DEFINE_CPU_ISA_VARIANTS(key_pool_tasks, KeyPoolArgs)
+
+template <typename scalar_t>
+struct KeyPoolBackwardArgs {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const acc_t *grad_inputs, *grad_scores, *central;  // (B, H, C), (B, H), (B, H, d)
+  const scalar_t* k;
+  HeadRows ks;
+  const scalar_t* x;
+  int64_t xsb, xsn;
+  const bool* mask;
+  SumShape sh;
+  acc_t* part;  // (B, chunks, H, d): the central query's gradient
+  scalar_t* grad_k;
+  HeadRows gks;
+  scalar_t* grad_x;
+  int64_t gxsb, gxsn;
+};
+
+// On a positive score, dL/ds_hj = x_j . g_h + g_s,h reaches k_hj and q_bar_h through the
+// product; x_j gets sum_h s_hj g_h. A masked token gets no gradient.
+template <typename scalar_t>
+MMLINEAR_ISA_INLINE void key_pool_backward_tasks(const KeyPoolBackwardArgs<scalar_t>& a,
+                                                 int64_t begin, int64_t end) {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const SumShape& sh = a.sh;
+  const int64_t d = sh.d, C = sh.C;
+  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
+  std::vector<acc_t> row(C);
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t b = task / sh.chunks, j0 = task % sh.chunks * sh.chunk_tokens;
+    const int64_t j1 = std::min(sh.n, j0 + sh.chunk_tokens);
+    acc_t* part = a.part + task * sh.H * d;
+    std::fill(part, part + sh.H * d, acc_t(0));
+    for (int64_t j = j0; j < j1; ++j) {
+      const bool masked = a.mask && a.mask[b * sh.n + j];
+      const scalar_t* xj = a.x + b * a.xsb + j * a.xsn;
+      scalar_t* gxj = a.grad_x + b * a.gxsb + j * a.gxsn;
+      std::fill(row.begin(), row.end(), acc_t(0));
+      for (int64_t h = 0; h < sh.H; ++h) {
+        const scalar_t* kj = a.k + b * a.ks.sb + h * a.ks.sh + j * a.ks.sn;
+        scalar_t* gkj = a.grad_k + b * a.gks.sb + h * a.gks.sh + j * a.gks.sn;
+        const acc_t* c = a.central + (b * sh.H + h) * d;
+        const acc_t s = masked ? acc_t(0) : scale * dot<acc_t>(kj, c, d);
+        if (!(s > 0)) {
+          std::fill(gkj, gkj + d, scalar_t(0));
+          continue;
+        }
+        const acc_t* g = a.grad_inputs + (b * sh.H + h) * C;
+        const acc_t gz = scale * (dot<acc_t>(xj, g, C) + a.grad_scores[b * sh.H + h]);
+#pragma omp simd
+        for (int64_t m = 0; m < d; ++m) gkj[m] = static_cast<scalar_t>(gz * c[m]);
+        axpy<acc_t>(gz, kj, part + h * d, d);
+        axpy<acc_t>(s, g, row.data(), C);
+      }
+#pragma omp simd
+      for (int64_t m = 0; m < C; ++m) gxj[m] = static_cast<scalar_t>(row[m]);
+    }
+  }
+}
+MMLINEAR_DEFINE_CPU_ISA_VARIANTS(key_pool_backward_tasks, KeyPoolBackwardArgs)
+
+const bool* mask_ptr(const at::Tensor& mask) {
+  return mask.defined() ? mask.data_ptr<bool>() : nullptr;
+}
 
 }  // namespace
 
-std::vector<at::Tensor> linear_infsa_forward_cpu(const at::Tensor& q, const at::Tensor& k,
-                                                 const at::Tensor& v, const at::Tensor& rho,
-                                                 const at::Tensor& key_padding_mask,
-                                                 double eps) {
-  CHECK_CONTIGUOUS(q);
-  CHECK_CONTIGUOUS(k);
-  CHECK_CONTIGUOUS(v);
-  const auto sh = linear_infsa_shape(q, k, key_padding_mask);
-  const auto acc_opts = q.options().dtype(q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-  auto pooled = at::empty({sh.B, sh.H, sh.d}, acc_opts);
-  auto central = at::empty({sh.B, sh.H, sh.d}, acc_opts);
-  auto energy_sum = at::empty({sh.B, sh.H}, acc_opts);
-  auto score_sum = at::empty({sh.B, sh.H}, acc_opts);
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "linear_infsa_forward_cpu", [&] {
+std::vector<at::Tensor> linear_infsa_query_sums_cpu(const at::Tensor& q, const at::Tensor& mask) {
+  check_rows(q, "q");
+  const auto sh = sum_shape(q, 0);
+  auto part = at::empty({sh.B, sh.chunks, sh.H, sh.d + 1}, acc_options(q));
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "linear_infsa_query_sums_cpu", [&] {
     using acc_t = cpu_acc_t<scalar_t>;
-    const LinearInfsaForwardArgs<scalar_t> args{
-        q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-        rho.data_ptr<acc_t>(), sh.mask_keys ? key_padding_mask.data_ptr<bool>() : nullptr, sh,
-        static_cast<acc_t>(eps), pooled.data_ptr<acc_t>(), central.data_ptr<acc_t>(),
-        energy_sum.data_ptr<acc_t>(), score_sum.data_ptr<acc_t>()};
-    const auto tasks = linear_infsa_forward_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.H, 1,
+    const QuerySumsArgs<scalar_t> args{q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), sh,
+                                       part.data_ptr<acc_t>()};
+    const auto tasks = query_sums_tasks_for_cpu_isa<scalar_t>();
+    at::parallel_for(0, sh.B * sh.chunks, 1,
                      [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
   });
-  return {pooled, central, energy_sum, score_sum};
+  const auto total = part.sum(1);  // (B, H, d + 1)
+  return {total.narrow(-1, 0, sh.d).clone(), total.select(-1, sh.d).clone()};
 }
 
-std::vector<at::Tensor> linear_infsa_backward_cpu(
-    const at::Tensor& grad_pooled, const at::Tensor& q, const at::Tensor& k,
-    const at::Tensor& v, const at::Tensor& rho, const at::Tensor& key_padding_mask,
-    const at::Tensor& central, const at::Tensor& energy_sum, const at::Tensor& score_sum,
-    double eps) {
-  CHECK_CONTIGUOUS(grad_pooled);
-  const auto sh = linear_infsa_shape(q, k, key_padding_mask);
-  auto grad_q = at::empty_like(q), grad_k = at::empty_like(k), grad_v = at::empty_like(v);
-  auto grad_rho = at::empty_like(energy_sum);
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "linear_infsa_backward_cpu", [&] {
+at::Tensor linear_infsa_query_sums_backward_cpu(const at::Tensor& grad_queries,
+                                                const at::Tensor& grad_energy,
+                                                const at::Tensor& q, const at::Tensor& mask) {
+  check_rows(q, "q");
+  CHECK_CONTIGUOUS(grad_queries);
+  CHECK_CONTIGUOUS(grad_energy);
+  const auto sh = sum_shape(q, 0);
+  auto grad_q = empty_rows_like(q);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "linear_infsa_query_sums_backward_cpu", [&] {
     using acc_t = cpu_acc_t<scalar_t>;
-    const LinearInfsaBackwardArgs<scalar_t> args{
-        grad_pooled.data_ptr<acc_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-        v.data_ptr<scalar_t>(), rho.data_ptr<acc_t>(),
-        sh.mask_keys ? key_padding_mask.data_ptr<bool>() : nullptr, central.data_ptr<acc_t>(),
-        energy_sum.data_ptr<acc_t>(), score_sum.data_ptr<acc_t>(), sh,
-        grad_q.data_ptr<scalar_t>(), grad_k.data_ptr<scalar_t>(), grad_v.data_ptr<scalar_t>(),
-        grad_rho.data_ptr<acc_t>()};
-    const auto tasks = linear_infsa_backward_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.H, 1,
+    const QuerySumsBackwardArgs<scalar_t> args{
+        grad_queries.data_ptr<acc_t>(), grad_energy.data_ptr<acc_t>(), q.data_ptr<scalar_t>(),
+        head_rows(q), mask_ptr(mask), sh, grad_q.data_ptr<scalar_t>(), head_rows(grad_q)};
+    const auto tasks = query_sums_backward_tasks_for_cpu_isa<scalar_t>();
+    at::parallel_for(0, sh.B * sh.chunks, 1,
                      [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
   });
-  return {grad_q, grad_k, grad_v, grad_rho};
+  return grad_q;
 }
 
-std::vector<at::Tensor> linear_infsa_forward_impl(const at::Tensor& q, const at::Tensor& k,
-                                                  const at::Tensor& v, const at::Tensor& rho,
-                                                  const at::Tensor& key_padding_mask,
-                                                  double eps);
-std::vector<at::Tensor> linear_infsa_backward_impl(
-    const at::Tensor& grad_pooled, const at::Tensor& q, const at::Tensor& k,
-    const at::Tensor& v, const at::Tensor& rho, const at::Tensor& key_padding_mask,
-    const at::Tensor& central, const at::Tensor& energy_sum, const at::Tensor& score_sum,
-    double eps);
-REGISTER_DEVICE_IMPL(linear_infsa_forward_impl, CPU, linear_infsa_forward_cpu);
-REGISTER_DEVICE_IMPL(linear_infsa_backward_impl, CPU, linear_infsa_backward_cpu);
+std::vector<at::Tensor> linear_infsa_key_pool_cpu(const at::Tensor& central, const at::Tensor& k,
+                                                  const at::Tensor& x, const at::Tensor& mask) {
+  check_rows(k, "k");
+  check_rows(x, "x");
+  CHECK_CONTIGUOUS(central);
+  const auto sh = sum_shape(k, x.size(2));
+  auto part = at::empty({sh.B, sh.chunks, sh.H, sh.C + 1}, acc_options(k));
+  AT_DISPATCH_FLOATING_TYPES(k.scalar_type(), "linear_infsa_key_pool_cpu", [&] {
+    using acc_t = cpu_acc_t<scalar_t>;
+    const KeyPoolArgs<scalar_t> args{central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(),
+                                     head_rows(k), x.data_ptr<scalar_t>(), x.stride(0),
+                                     x.stride(1), mask_ptr(mask), sh, part.data_ptr<acc_t>()};
+    const auto tasks = key_pool_tasks_for_cpu_isa<scalar_t>();
+    at::parallel_for(0, sh.B * sh.chunks, 1,
+                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+  });
+  const auto total = part.sum(1);  // (B, H, C + 1)
+  return {total.narrow(-1, 0, sh.C).clone(), total.select(-1, sh.C).clone()};
+}
+
+std::vector<at::Tensor> linear_infsa_key_pool_backward_cpu(
+    const at::Tensor& grad_inputs, const at::Tensor& grad_scores, const at::Tensor& central,
+    const at::Tensor& k, const at::Tensor& x, const at::Tensor& mask) {
+  check_rows(k, "k");
+  check_rows(x, "x");
+  CHECK_CONTIGUOUS(grad_inputs);
+  CHECK_CONTIGUOUS(grad_scores);
+  CHECK_CONTIGUOUS(central);
+  const auto sh = sum_shape(k, x.size(2));
+  auto part = at::empty({sh.B, sh.chunks, sh.H, sh.d}, central.options());
+  auto grad_k = empty_rows_like(k), grad_x = empty_rows_like(x);
+  AT_DISPATCH_FLOATING_TYPES(k.scalar_type(), "linear_infsa_key_pool_backward_cpu", [&] {
+    using acc_t = cpu_acc_t<scalar_t>;
+    const KeyPoolBackwardArgs<scalar_t> args{
+        grad_inputs.data_ptr<acc_t>(), grad_scores.data_ptr<acc_t>(), central.data_ptr<acc_t>(),
+        k.data_ptr<scalar_t>(), head_rows(k), x.data_ptr<scalar_t>(), x.stride(0), x.stride(1),
+        mask_ptr(mask), sh, part.data_ptr<acc_t>(), grad_k.data_ptr<scalar_t>(),
+        head_rows(grad_k), grad_x.data_ptr<scalar_t>(), grad_x.stride(0), grad_x.stride(1)};
+    const auto tasks = key_pool_backward_tasks_for_cpu_isa<scalar_t>();
+    at::parallel_for(0, sh.B * sh.chunks, 1,
+                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+  });
+  return {part.sum(1), grad_k, grad_x};
+}
+
+std::vector<at::Tensor> linear_infsa_query_sums_impl(const at::Tensor& q, const at::Tensor& mask);
+at::Tensor linear_infsa_query_sums_backward_impl(const at::Tensor& grad_queries,
+                                                 const at::Tensor& grad_energy,
+                                                 const at::Tensor& q, const at::Tensor& mask);
+std::vector<at::Tensor> linear_infsa_key_pool_impl(const at::Tensor& central, const at::Tensor& k,
+                                                   const at::Tensor& x, const at::Tensor& mask);
+std::vector<at::Tensor> linear_infsa_key_pool_backward_impl(
+    const at::Tensor& grad_inputs, const at::Tensor& grad_scores, const at::Tensor& central,
+    const at::Tensor& k, const at::Tensor& x, const at::Tensor& mask);
+REGISTER_DEVICE_IMPL(linear_infsa_query_sums_impl, CPU, linear_infsa_query_sums_cpu);
+REGISTER_DEVICE_IMPL(linear_infsa_query_sums_backward_impl, CPU,
+                     linear_infsa_query_sums_backward_cpu);
+REGISTER_DEVICE_IMPL(linear_infsa_key_pool_impl, CPU, linear_infsa_key_pool_cpu);
+REGISTER_DEVICE_IMPL(linear_infsa_key_pool_backward_impl, CPU, linear_infsa_key_pool_backward_cpu);

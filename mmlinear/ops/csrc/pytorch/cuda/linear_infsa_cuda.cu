@@ -1,215 +1,332 @@
-// CUDA Linear-InfSA: one block per (sample, head); each warp takes whole rows (lanes stride
-// over d, so loads are coalesced), keeps its partial sums in shared memory, and the block
-// reduces them between the passes. Everything accumulates in float32 (float64 for double).
+// CUDA Linear-InfSA sums (the two passes of its factorised form, forward and backward). The
+// reductions over tokens run one block per (sample, head, chunk of tokens) and write their
+// partial sums to their own slot of a (B, chunks, H, ...) buffer, summed afterwards in a fixed
+// order (token_chunks.hpp): no atomics, results independent of scheduling. Warps take whole
+// rows (lanes stride over d or C, so loads are coalesced). Everything accumulates in float32
+// (float64 for double).
 #include <ATen/Dispatch.h>
 
 #include "cuda/common_cuda_helper.cuh"
+#include "token_chunks.hpp"
 
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
+// The key pooling scores a tile of this many tokens, then pools the inputs over it.
+constexpr int kTile = kThreads;
 
-// Sums the per-warp partial vectors part[kWarps][d] into out[d] (after a barrier).
-template <typename acc_t>
-__device__ void reduce_partials(acc_t* part, acc_t* out, int d) {
-  __syncthreads();
-  for (int m = threadIdx.x; m < d; m += blockDim.x) {
-    acc_t s = 0;
-    for (int w = 0; w < kWarps; ++w) s += part[w * d + m];
-    out[m] = s;
-  }
-  __syncthreads();
+// The strides of a (B, H, n, d) tensor whose last dimension is contiguous.
+struct HeadRows {
+  int64_t sb, sh, sn;
+};
+
+HeadRows head_rows(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+struct SumShape {
+  int H, n, d, C;
+  int64_t chunk_tokens, chunks;
+};
+
+SumShape sum_shape(const at::Tensor& heads, int64_t C) {
+  const int64_t n = heads.size(2);
+  const int64_t tokens = mmlinear::chunk_tokens(n, kTile, kTile);
+  return {static_cast<int>(heads.size(1)), static_cast<int>(n), static_cast<int>(heads.size(3)),
+          static_cast<int>(C), tokens, mmlinear::num_chunks(n, tokens)};
 }
 
-template <typename scalar_t, typename acc_t>
-__global__ void linear_infsa_forward_kernel(const scalar_t* __restrict__ q,
-                                            const scalar_t* __restrict__ k,
-                                            const scalar_t* __restrict__ v,
-                                            const acc_t* __restrict__ rho,
-                                            const bool* __restrict__ mask, int H, int N, int S,
-                                            int d, bool mask_queries, acc_t eps, acc_t* pooled,
-                                            acc_t* central, acc_t* energy_sum,
-                                            acc_t* score_sum) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* part = reinterpret_cast<acc_t*>(smem_raw);  // [kWarps][d]
-  acc_t* c = part + kWarps * d;                        // [d]
-  acc_t* scratch = c + d;                              // [kWarps]
-  const int64_t bh = blockIdx.x;
-  const int b = bh / H, h = bh % H, warp = threadIdx.x / kWarpSize,
-            lane = threadIdx.x % kWarpSize;
-  const scalar_t* qb = q + bh * N * d;
-  const scalar_t* kb = k + bh * S * d;
-  const scalar_t* vb = v + bh * S * d;
-  const bool* mb = mask ? mask + static_cast<int64_t>(b) * S : nullptr;
-  const acc_t scale = rsqrt(static_cast<acc_t>(d));
+at::Tensor empty_rows_like(const at::Tensor& like) {
+  auto out = at::empty_like(like, at::MemoryFormat::Preserve);
+  return out.stride(-1) == 1 ? out : at::empty(like.sizes(), like.options());
+}
 
-  for (int i = threadIdx.x; i < kWarps * d; i += blockDim.x) part[i] = 0;
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+const bool* mask_ptr(const at::Tensor& mask) {
+  return mask.defined() ? mask.data_ptr<bool>() : nullptr;
+}
+
+// Block (b, h, chunk) -> part[b][chunk][h] = (sum_i e_i q_i / sqrt(d), sum_i e_i).
+template <typename scalar_t, typename acc_t>
+__global__ void query_sums_kernel(const scalar_t* __restrict__ q, HeadRows qs,
+                                  const bool* __restrict__ mask, SumShape sh, acc_t* part) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  acc_t* warp_part = reinterpret_cast<acc_t*>(smem_raw);  // [kWarps][d]
+  acc_t* scratch = warp_part + kWarps * sh.d;              // [kWarps]
+  const int64_t chunk = blockIdx.x % sh.chunks, bh = blockIdx.x / sh.chunks;
+  const int64_t b = bh / sh.H, h = bh % sh.H;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, d = sh.d;
+  const acc_t scale = rsqrt(static_cast<acc_t>(d));
+  for (int i = threadIdx.x; i < kWarps * d; i += blockDim.x) warp_part[i] = 0;
   __syncthreads();
-  // Pass 1: energies and the energy-weighted sum of queries.
+  const int64_t i0 = chunk * sh.chunk_tokens;
+  const int64_t i1 = min64(sh.n, i0 + sh.chunk_tokens);
   acc_t esum = 0;
-  for (int i = warp; i < N; i += kWarps) {
-    if (mask_queries && mb[i]) continue;
-    const scalar_t* qi = qb + static_cast<int64_t>(i) * d;
+  for (int64_t i = i0 + warp; i < i1; i += kWarps) {
+    if (mask && mask[b * sh.n + i]) continue;
+    const scalar_t* qi = q + b * qs.sb + h * qs.sh + i * qs.sn;
     const acc_t e = scale * sqrt(warp_dot<acc_t>(qi, qi, d));
     esum += e;
-    for (int m = lane; m < d; m += kWarpSize) part[warp * d + m] += e * static_cast<acc_t>(qi[m]);
+    for (int m = lane; m < d; m += kWarpSize)
+      warp_part[warp * d + m] += e * scale * static_cast<acc_t>(qi[m]);
   }
-  reduce_partials(part, c, d);
-  const acc_t E = block_sum(lane == 0 ? esum : acc_t(0), scratch) + eps;
-  for (int m = threadIdx.x; m < d; m += blockDim.x) {
-    c[m] *= scale / E;
-    central[bh * d + m] = c[m];
-  }
-  for (int i = threadIdx.x; i < kWarps * d; i += blockDim.x) part[i] = 0;
   __syncthreads();
-  // Pass 2: positive key scores and the score-weighted sum of values.
-  acc_t rsum = 0;
-  for (int j = warp; j < S; j += kWarps) {
-    if (mb && mb[j]) continue;
-    const acc_t t = scale * warp_dot<acc_t>(kb + static_cast<int64_t>(j) * d, c, d);
-    if (t <= 0) continue;
-    rsum += t;
-    const scalar_t* vj = vb + static_cast<int64_t>(j) * d;
-    for (int m = lane; m < d; m += kWarpSize) part[warp * d + m] += t * static_cast<acc_t>(vj[m]);
+  acc_t* out = part + ((b * sh.chunks + chunk) * sh.H + h) * (d + 1);
+  for (int m = threadIdx.x; m < d; m += blockDim.x) {
+    acc_t s = 0;
+    for (int w = 0; w < kWarps; ++w) s += warp_part[w * d + m];
+    out[m] = s;
   }
-  acc_t* u = c;  // c is saved in `central`; reuse its shared memory
-  reduce_partials(part, u, d);
-  const acc_t R = block_sum(lane == 0 ? rsum : acc_t(0), scratch) + eps;
-  for (int m = threadIdx.x; m < d; m += blockDim.x) pooled[bh * d + m] = rho[h] * u[m] / R;
-  if (threadIdx.x == 0) {
-    energy_sum[bh] = E;
-    score_sum[bh] = R;
+  const acc_t total = block_sum(lane == 0 ? esum : acc_t(0), scratch);
+  if (threadIdx.x == 0) out[d] = total;
+}
+
+// One warp per (b, h, i): grad_q = (e g + ((s . g) + g_e) s / e) / sqrt(d), s = q / sqrt(d).
+template <typename scalar_t, typename acc_t>
+__global__ void query_sums_backward_kernel(const acc_t* __restrict__ grad_queries,
+                                           const acc_t* __restrict__ grad_energy,
+                                           const scalar_t* __restrict__ q, HeadRows qs,
+                                           const bool* __restrict__ mask, int64_t B, SumShape sh,
+                                           scalar_t* grad_q, HeadRows gs) {
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  if (row >= B * sh.H * sh.n) return;
+  const int lane = threadIdx.x % kWarpSize, d = sh.d;
+  const int64_t i = row % sh.n, bh = row / sh.n, b = bh / sh.H, h = bh % sh.H;
+  const scalar_t* qi = q + b * qs.sb + h * qs.sh + i * qs.sn;
+  scalar_t* gi = grad_q + b * gs.sb + h * gs.sh + i * gs.sn;
+  const acc_t scale = rsqrt(static_cast<acc_t>(d));
+  const bool masked = mask && mask[b * sh.n + i];
+  const acc_t e = masked ? acc_t(0) : scale * sqrt(warp_dot<acc_t>(qi, qi, d));
+  const acc_t* g = grad_queries + bh * d;
+  const acc_t coef = e > 0 ? (scale * warp_dot<acc_t>(qi, g, d) + grad_energy[bh]) / e : acc_t(0);
+  for (int m = lane; m < d; m += kWarpSize)
+    gi[m] = e > 0 ? static_cast<scalar_t>(scale * (e * g[m] + coef * scale *
+                                                                  static_cast<acc_t>(qi[m])))
+                  : scalar_t(0);
+}
+
+// Block (b, h, chunk) -> part[b][chunk][h] = (sum_j s_j x_j, sum_j s_j): per tile, the warps
+// score its tokens into shared memory, then each thread pools its channels over the tile.
+template <typename scalar_t, typename acc_t>
+__global__ void key_pool_kernel(const acc_t* __restrict__ central, const scalar_t* __restrict__ k,
+                                HeadRows ks, const scalar_t* __restrict__ x, int64_t xsb,
+                                int64_t xsn, const bool* __restrict__ mask, SumShape sh,
+                                acc_t* part) {
+  __shared__ acc_t score[kTile];
+  __shared__ acc_t scratch[kWarps];
+  const int64_t chunk = blockIdx.x % sh.chunks, bh = blockIdx.x / sh.chunks;
+  const int64_t b = bh / sh.H, h = bh % sh.H;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, d = sh.d;
+  const acc_t scale = rsqrt(static_cast<acc_t>(d));
+  const acc_t* c = central + bh * d;
+  acc_t* out = part + ((b * sh.chunks + chunk) * sh.H + h) * (sh.C + 1);
+  for (int m = threadIdx.x; m < sh.C; m += blockDim.x) out[m] = 0;
+  const int64_t j_end = min64(sh.n, (chunk + 1) * sh.chunk_tokens);
+  acc_t ssum = 0;
+  for (int64_t j0 = chunk * sh.chunk_tokens; j0 < j_end; j0 += kTile) {
+    const int tile = static_cast<int>(min64(kTile, j_end - j0));
+    for (int t = warp; t < kTile; t += kWarps) {
+      const int64_t j = j0 + t;
+      acc_t s = 0;
+      if (t < tile && !(mask && mask[b * sh.n + j]))
+        s = max(scale * warp_dot<acc_t>(k + b * ks.sb + h * ks.sh + j * ks.sn, c, d), acc_t(0));
+      if (lane == 0) {
+        score[t] = s;
+        ssum += s;
+      }
+    }
+    __syncthreads();
+    for (int m = threadIdx.x; m < sh.C; m += blockDim.x) {
+      const scalar_t* xm = x + b * xsb + j0 * xsn + m;
+      acc_t acc = 0;
+      for (int t = 0; t < tile; ++t) acc += score[t] * static_cast<acc_t>(xm[t * xsn]);
+      out[m] += acc;
+    }
+    __syncthreads();  // the next tile overwrites the scores
+  }
+  const acc_t total = block_sum(ssum, scratch);
+  if (threadIdx.x == 0) out[sh.C] = total;
+}
+
+// Block (b, h, chunk), one warp per token: on a positive score, dL/ds = x_j . g_h + g_s,h
+// gives grad_k and the central query's partial gradient part[b][chunk][h].
+template <typename scalar_t, typename acc_t>
+__global__ void key_pool_backward_keys_kernel(
+    const acc_t* __restrict__ grad_inputs, const acc_t* __restrict__ grad_scores,
+    const acc_t* __restrict__ central, const scalar_t* __restrict__ k, HeadRows ks,
+    const scalar_t* __restrict__ x, int64_t xsb, int64_t xsn, const bool* __restrict__ mask,
+    SumShape sh, acc_t* part, scalar_t* grad_k, HeadRows gks) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  acc_t* warp_part = reinterpret_cast<acc_t*>(smem_raw);  // [kWarps][d]
+  const int64_t chunk = blockIdx.x % sh.chunks, bh = blockIdx.x / sh.chunks;
+  const int64_t b = bh / sh.H, h = bh % sh.H;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, d = sh.d;
+  const acc_t scale = rsqrt(static_cast<acc_t>(d));
+  const acc_t* c = central + bh * d;
+  const acc_t* g = grad_inputs + bh * sh.C;
+  for (int i = threadIdx.x; i < kWarps * d; i += blockDim.x) warp_part[i] = 0;
+  __syncthreads();
+  const int64_t j1 = min64(sh.n, (chunk + 1) * sh.chunk_tokens);
+  for (int64_t j = chunk * sh.chunk_tokens + warp; j < j1; j += kWarps) {
+    const scalar_t* kj = k + b * ks.sb + h * ks.sh + j * ks.sn;
+    scalar_t* gkj = grad_k + b * gks.sb + h * gks.sh + j * gks.sn;
+    const bool masked = mask && mask[b * sh.n + j];
+    const acc_t s = masked ? acc_t(0) : scale * warp_dot<acc_t>(kj, c, d);
+    if (!(s > 0)) {
+      for (int m = lane; m < d; m += kWarpSize) gkj[m] = scalar_t(0);
+      continue;
+    }
+    const acc_t gz = scale * (warp_dot<acc_t>(x + b * xsb + j * xsn, g, sh.C) + grad_scores[bh]);
+    for (int m = lane; m < d; m += kWarpSize) {
+      gkj[m] = static_cast<scalar_t>(gz * c[m]);
+      warp_part[warp * d + m] += gz * static_cast<acc_t>(kj[m]);
+    }
+  }
+  __syncthreads();
+  acc_t* out = part + ((b * sh.chunks + chunk) * sh.H + h) * d;
+  for (int m = threadIdx.x; m < d; m += blockDim.x) {
+    acc_t s = 0;
+    for (int w = 0; w < kWarps; ++w) s += warp_part[w * d + m];
+    out[m] = s;
   }
 }
 
+// One warp per (b, j): grad_x_j = sum_h s_hj g_h, the H scores kept in shared memory.
 template <typename scalar_t, typename acc_t>
-__global__ void linear_infsa_backward_kernel(
-    const acc_t* __restrict__ grad_pooled, const scalar_t* __restrict__ q,
-    const scalar_t* __restrict__ k, const scalar_t* __restrict__ v,
-    const acc_t* __restrict__ rho, const bool* __restrict__ mask,
-    const acc_t* __restrict__ central, const acc_t* __restrict__ energy_sum,
-    const acc_t* __restrict__ score_sum, int H, int N, int S, int d, bool mask_queries,
-    scalar_t* grad_q, scalar_t* grad_k, scalar_t* grad_v, acc_t* grad_rho) {
+__global__ void key_pool_backward_inputs_kernel(
+    const acc_t* __restrict__ grad_inputs, const acc_t* __restrict__ central,
+    const scalar_t* __restrict__ k, HeadRows ks, const bool* __restrict__ mask, int64_t B,
+    SumShape sh, scalar_t* grad_x, int64_t gxsb, int64_t gxsn) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* part = reinterpret_cast<acc_t*>(smem_raw);  // [kWarps][d]
-  acc_t* c = part + kWarps * d;                        // [d]
-  acc_t* gu = c + d;                                   // [d]
-  acc_t* gc = gu + d;                                  // [d]
-  acc_t* scratch = gc + d;                             // [kWarps]
-  const int64_t bh = blockIdx.x;
-  const int b = bh / H, h = bh % H, warp = threadIdx.x / kWarpSize,
-            lane = threadIdx.x % kWarpSize;
-  const scalar_t* qb = q + bh * N * d;
-  const scalar_t* kb = k + bh * S * d;
-  const scalar_t* vb = v + bh * S * d;
-  const bool* mb = mask ? mask + static_cast<int64_t>(b) * S : nullptr;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, d = sh.d;
+  acc_t* score = reinterpret_cast<acc_t*>(smem_raw) + warp * sh.H;  // [kWarps][H]
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  if (row >= B * sh.n) return;
+  const int64_t b = row / sh.n, j = row % sh.n;
   const acc_t scale = rsqrt(static_cast<acc_t>(d));
-  const acc_t E = energy_sum[bh], R = score_sum[bh], r = rho[h];
-  for (int m = threadIdx.x; m < d; m += blockDim.x) {
-    c[m] = central[bh * d + m];
-    gu[m] = grad_pooled[bh * d + m];
+  const bool masked = mask && mask[b * sh.n + j];
+  for (int h = 0; h < sh.H; ++h) {
+    const acc_t s =
+        masked ? acc_t(0)
+               : scale * warp_dot<acc_t>(k + b * ks.sb + h * ks.sh + j * ks.sn,
+                                         central + (b * sh.H + h) * d, d);
+    if (lane == 0) score[h] = s > 0 ? s : acc_t(0);
   }
-  for (int i = threadIdx.x; i < kWarps * d; i += blockDim.x) part[i] = 0;
-  __syncthreads();
-  // Pass A: dL/drho = sum_j (v_j . gu) r_j / R.
-  acc_t partial = 0;
-  for (int j = warp; j < S; j += kWarps) {
-    if (mb && mb[j]) continue;
-    const acc_t t = scale * warp_dot<acc_t>(kb + static_cast<int64_t>(j) * d, c, d);
-    if (t <= 0) continue;
-    partial += t * warp_dot<acc_t>(vb + static_cast<int64_t>(j) * d, gu, d);
-  }
-  const acc_t grho = block_sum(lane == 0 ? partial : acc_t(0), scratch) / R;
-  if (threadIdx.x == 0) grad_rho[bh] = grho;
-  // Pass B: through the L1 normalisation and the ReLU to k and c; v gets a_j gu.
-  for (int j = warp; j < S; j += kWarps) {
-    const bool valid = !(mb && mb[j]);
-    const scalar_t* kj = kb + static_cast<int64_t>(j) * d;
-    const scalar_t* vj = vb + static_cast<int64_t>(j) * d;
-    const acc_t t = valid ? scale * warp_dot<acc_t>(kj, c, d) : acc_t(0);
-    const acc_t score = t > 0 ? t : acc_t(0);
-    const acc_t gt = score > 0 ? r * (warp_dot<acc_t>(vj, gu, d) - grho) / R : acc_t(0);
-    const acc_t a = r * score / R;
-    for (int m = lane; m < d; m += kWarpSize) {
-      grad_k[(bh * S + j) * d + m] = static_cast<scalar_t>(scale * gt * c[m]);
-      grad_v[(bh * S + j) * d + m] = static_cast<scalar_t>(a * gu[m]);
-      part[warp * d + m] += scale * gt * static_cast<acc_t>(kj[m]);
-    }
-  }
-  reduce_partials(part, gc, d);
-  // With w = e / E, sum_i w_i dL/dw_i = q_bar . dL/dq_bar: no extra pass over the queries.
-  partial = 0;
-  for (int m = threadIdx.x; m < d; m += blockDim.x) partial += c[m] * gc[m];
-  const acc_t mean_gw = block_sum(partial, scratch);
-  // Pass C: q_i receives w_i gc (through q_bar) and its energy's gradient.
-  for (int i = warp; i < N; i += kWarps) {
-    const scalar_t* qi = qb + static_cast<int64_t>(i) * d;
-    const bool valid = !(mask_queries && mb[i]);
-    const acc_t e = valid ? scale * sqrt(warp_dot<acc_t>(qi, qi, d)) : acc_t(0);
-    const acc_t gw = scale * warp_dot<acc_t>(qi, gc, d);
-    const acc_t g_norm = e > 0 ? (gw - mean_gw) / E * scale * scale / e : acc_t(0);
-    for (int m = lane; m < d; m += kWarpSize)
-      grad_q[(bh * N + i) * d + m] =
-          static_cast<scalar_t>(scale * (e / E) * gc[m] + g_norm * static_cast<acc_t>(qi[m]));
+  __syncwarp();
+  scalar_t* gxj = grad_x + b * gxsb + j * gxsn;
+  for (int m = lane; m < sh.C; m += kWarpSize) {
+    acc_t acc = 0;
+    for (int h = 0; h < sh.H; ++h) acc += score[h] * grad_inputs[(b * sh.H + h) * sh.C + m];
+    gxj[m] = static_cast<scalar_t>(acc);
   }
 }
+
+at::TensorOptions acc_options(const at::Tensor& t) {
+  return t.options().dtype(t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+}
+
+int warp_blocks(int64_t rows) { return static_cast<int>((rows + kWarps - 1) / kWarps); }
 
 }  // namespace
 
-std::vector<at::Tensor> linear_infsa_forward_cuda(const at::Tensor& q, const at::Tensor& k,
-                                                  const at::Tensor& v, const at::Tensor& rho,
-                                                  const at::Tensor& key_padding_mask,
-                                                  double eps) {
+std::vector<at::Tensor> linear_infsa_query_sums_cuda(const at::Tensor& q, const at::Tensor& mask) {
   const c10::cuda::CUDAGuard guard(q.device());
-  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), S = k.size(2), d = q.size(3);
-  const bool masked = key_padding_mask.defined();
-  auto acc_opts = q.options().dtype(rho.scalar_type());
-  auto pooled = at::empty({B, H, d}, acc_opts), central = at::empty({B, H, d}, acc_opts);
-  auto energy_sum = at::empty({B, H}, acc_opts), score_sum = at::empty({B, H}, acc_opts);
-  if (B * H == 0) return {pooled, central, energy_sum, score_sum};
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::ScalarType::Half, at::ScalarType::BFloat16, q.scalar_type(), "linear_infsa_forward_cuda",
-      [&] {
-        using acc_t = at::acc_type<scalar_t, true>;
-        const size_t smem = ((kWarps + 1) * d + kWarps) * sizeof(acc_t);
-        linear_infsa_forward_kernel<scalar_t, acc_t>
-            <<<B * H, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
-                q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-                rho.data_ptr<acc_t>(), masked ? key_padding_mask.data_ptr<bool>() : nullptr, H,
-                N, S, d, masked && N == S, static_cast<acc_t>(eps), pooled.data_ptr<acc_t>(),
-                central.data_ptr<acc_t>(), energy_sum.data_ptr<acc_t>(),
-                score_sum.data_ptr<acc_t>());
-      });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {pooled, central, energy_sum, score_sum};
+  const int64_t B = q.size(0);
+  const auto sh = sum_shape(q, 0);
+  auto part = at::zeros({B, sh.chunks, sh.H, sh.d + 1}, acc_options(q));
+  if (B * sh.H > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::ScalarType::Half, at::ScalarType::BFloat16, q.scalar_type(),
+        "linear_infsa_query_sums_cuda", [&] {
+          using acc_t = at::acc_type<scalar_t, true>;
+          const size_t smem = (kWarps * sh.d + kWarps) * sizeof(acc_t);
+          query_sums_kernel<scalar_t, acc_t>
+              <<<B * sh.H * sh.chunks, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
+                  q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), sh,
+                  part.data_ptr<acc_t>());
+        });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  const auto total = part.sum(1);
+  return {total.narrow(-1, 0, sh.d).clone(), total.select(-1, sh.d).clone()};
 }
 
-std::vector<at::Tensor> linear_infsa_backward_cuda(
-    const at::Tensor& grad_pooled, const at::Tensor& q, const at::Tensor& k,
-    const at::Tensor& v, const at::Tensor& rho, const at::Tensor& key_padding_mask,
-    const at::Tensor& central, const at::Tensor& energy_sum, const at::Tensor& score_sum,
-    double eps) {
+at::Tensor linear_infsa_query_sums_backward_cuda(const at::Tensor& grad_queries,
+                                                 const at::Tensor& grad_energy,
+                                                 const at::Tensor& q, const at::Tensor& mask) {
   const c10::cuda::CUDAGuard guard(q.device());
-  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), S = k.size(2), d = q.size(3);
-  const bool masked = key_padding_mask.defined();
-  auto grad_q = at::empty_like(q), grad_k = at::empty_like(k), grad_v = at::empty_like(v);
-  auto grad_rho = at::empty_like(energy_sum);
-  if (B * H == 0) return {grad_q, grad_k, grad_v, grad_rho};
+  const int64_t B = q.size(0);
+  const auto sh = sum_shape(q, 0);
+  auto grad_q = empty_rows_like(q);
+  const int64_t rows = B * sh.H * sh.n;
+  if (rows == 0) return grad_q;
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::ScalarType::Half, at::ScalarType::BFloat16, q.scalar_type(),
-      "linear_infsa_backward_cuda", [&] {
+      "linear_infsa_query_sums_backward_cuda", [&] {
         using acc_t = at::acc_type<scalar_t, true>;
-        const size_t smem = ((kWarps + 3) * d + kWarps) * sizeof(acc_t);
-        linear_infsa_backward_kernel<scalar_t, acc_t>
-            <<<B * H, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
-                grad_pooled.data_ptr<acc_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                v.data_ptr<scalar_t>(), rho.data_ptr<acc_t>(),
-                masked ? key_padding_mask.data_ptr<bool>() : nullptr, central.data_ptr<acc_t>(),
-                energy_sum.data_ptr<acc_t>(), score_sum.data_ptr<acc_t>(), H, N, S, d,
-                masked && N == S, grad_q.data_ptr<scalar_t>(), grad_k.data_ptr<scalar_t>(),
-                grad_v.data_ptr<scalar_t>(), grad_rho.data_ptr<acc_t>());
+        query_sums_backward_kernel<scalar_t, acc_t>
+            <<<warp_blocks(rows), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+                grad_queries.data_ptr<acc_t>(), grad_energy.data_ptr<acc_t>(),
+                q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), B, sh,
+                grad_q.data_ptr<scalar_t>(), head_rows(grad_q));
       });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {grad_q, grad_k, grad_v, grad_rho};
+  return grad_q;
+}
+
+std::vector<at::Tensor> linear_infsa_key_pool_cuda(const at::Tensor& central, const at::Tensor& k,
+                                                   const at::Tensor& x, const at::Tensor& mask) {
+  const c10::cuda::CUDAGuard guard(k.device());
+  const int64_t B = k.size(0);
+  const auto sh = sum_shape(k, x.size(2));
+  auto part = at::zeros({B, sh.chunks, sh.H, sh.C + 1}, acc_options(k));
+  if (B * sh.H > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::ScalarType::Half, at::ScalarType::BFloat16, k.scalar_type(),
+        "linear_infsa_key_pool_cuda", [&] {
+          using acc_t = at::acc_type<scalar_t, true>;
+          key_pool_kernel<scalar_t, acc_t>
+              <<<B * sh.H * sh.chunks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+                  central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(), head_rows(k),
+                  x.data_ptr<scalar_t>(), x.stride(0), x.stride(1), mask_ptr(mask), sh,
+                  part.data_ptr<acc_t>());
+        });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  const auto total = part.sum(1);
+  return {total.narrow(-1, 0, sh.C).clone(), total.select(-1, sh.C).clone()};
+}
+
+std::vector<at::Tensor> linear_infsa_key_pool_backward_cuda(
+    const at::Tensor& grad_inputs, const at::Tensor& grad_scores, const at::Tensor& central,
+    const at::Tensor& k, const at::Tensor& x, const at::Tensor& mask) {
+  const c10::cuda::CUDAGuard guard(k.device());
+  const int64_t B = k.size(0);
+  const auto sh = sum_shape(k, x.size(2));
+  auto part = at::zeros({B, sh.chunks, sh.H, sh.d}, central.options());
+  auto grad_k = empty_rows_like(k), grad_x = empty_rows_like(x);
+  if (B * sh.n > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::ScalarType::Half, at::ScalarType::BFloat16, k.scalar_type(),
+        "linear_infsa_key_pool_backward_cuda", [&] {
+          using acc_t = at::acc_type<scalar_t, true>;
+          const auto stream = c10::cuda::getCurrentCUDAStream();
+          if (sh.H > 0) {
+            key_pool_backward_keys_kernel<scalar_t, acc_t>
+                <<<B * sh.H * sh.chunks, kThreads, kWarps * sh.d * sizeof(acc_t), stream>>>(
+                    grad_inputs.data_ptr<acc_t>(), grad_scores.data_ptr<acc_t>(),
+                    central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(), head_rows(k),
+                    x.data_ptr<scalar_t>(), x.stride(0), x.stride(1), mask_ptr(mask), sh,
+                    part.data_ptr<acc_t>(), grad_k.data_ptr<scalar_t>(), head_rows(grad_k));
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          }
+          key_pool_backward_inputs_kernel<scalar_t, acc_t>
+              <<<warp_blocks(B * sh.n), kThreads, kWarps * sh.H * sizeof(acc_t), stream>>>(
+                  grad_inputs.data_ptr<acc_t>(), central.data_ptr<acc_t>(),
+                  k.data_ptr<scalar_t>(), head_rows(k), mask_ptr(mask), B, sh,
+                  grad_x.data_ptr<scalar_t>(), grad_x.stride(0), grad_x.stride(1));
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
+  }
+  return {part.sum(1), grad_k, grad_x};
 }

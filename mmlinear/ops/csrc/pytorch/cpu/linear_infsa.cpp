@@ -40,6 +40,16 @@ SumShape sum_shape(const at::Tensor& heads, int64_t C) {
           mmlinear::num_chunks(n, tokens)};
 }
 
+// The tokens [begin, end) of sample b that task number `task` (sample-major) covers.
+struct TaskTokens {
+  int64_t b, begin, end;
+};
+
+TaskTokens task_tokens(const SumShape& sh, int64_t task) {
+  const int64_t begin = task % sh.chunks * sh.chunk_tokens;
+  return {task / sh.chunks, begin, std::min(sh.n, begin + sh.chunk_tokens)};
+}
+
 void check_rows(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.stride(-1) == 1 || t.size(-1) == 1, name,
               " must be contiguous in its last dimension (the Python wrapper makes it so)");
@@ -74,8 +84,7 @@ MMLINEAR_ISA_INLINE void query_sums_tasks(const QuerySumsArgs<scalar_t>& a, int6
   const int64_t d = sh.d, width = d + 1;
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t b = task / sh.chunks, i0 = task % sh.chunks * sh.chunk_tokens;
-    const int64_t i1 = std::min(sh.n, i0 + sh.chunk_tokens);
+    const auto [b, i0, i1] = task_tokens(sh, task);
     acc_t* part = a.part + task * sh.H * width;
     std::fill(part, part + sh.H * width, acc_t(0));
     for (int64_t i = i0; i < i1; ++i) {
@@ -114,8 +123,7 @@ MMLINEAR_ISA_INLINE void query_sums_backward_tasks(const QuerySumsBackwardArgs<s
   const int64_t d = sh.d;
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t b = task / sh.chunks, i0 = task % sh.chunks * sh.chunk_tokens;
-    const int64_t i1 = std::min(sh.n, i0 + sh.chunk_tokens);
+    const auto [b, i0, i1] = task_tokens(sh, task);
     for (int64_t i = i0; i < i1; ++i) {
       const bool masked = a.mask && a.mask[b * sh.n + i];
       for (int64_t h = 0; h < sh.H; ++h) {
@@ -160,8 +168,7 @@ MMLINEAR_ISA_INLINE void key_pool_tasks(const KeyPoolArgs<scalar_t>& a, int64_t 
   const int64_t d = sh.d, C = sh.C, width = C + 1;
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t b = task / sh.chunks, j0 = task % sh.chunks * sh.chunk_tokens;
-    const int64_t j1 = std::min(sh.n, j0 + sh.chunk_tokens);
+    const auto [b, j0, j1] = task_tokens(sh, task);
     acc_t* part = a.part + task * sh.H * width;
     std::fill(part, part + sh.H * width, acc_t(0));
     for (int64_t j = j0; j < j1; ++j) {
@@ -208,8 +215,7 @@ MMLINEAR_ISA_INLINE void key_pool_backward_tasks(const KeyPoolBackwardArgs<scala
   const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
   std::vector<acc_t> row(C);
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t b = task / sh.chunks, j0 = task % sh.chunks * sh.chunk_tokens;
-    const int64_t j1 = std::min(sh.n, j0 + sh.chunk_tokens);
+    const auto [b, j0, j1] = task_tokens(sh, task);
     acc_t* part = a.part + task * sh.H * d;
     std::fill(part, part + sh.H * d, acc_t(0));
     for (int64_t j = j0; j < j1; ++j) {

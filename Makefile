@@ -74,7 +74,8 @@ DEMO_CLS := work_dirs/demo/infvit-demo-linear_shapes-cls
 VECA_ELASTIC := configs/demo/veca-demo-elastic_shapes-cls.py
 VECA_ELASTIC_DIR := work_dirs/demo/veca-demo-elastic_shapes-cls
 
-.PHONY: bench bench-scaling bench-9216 bench-streamed bench-flops bench-attention bench-elastic
+.PHONY: bench bench-scaling bench-9216 bench-streamed bench-flops bench-attention bench-elastic \
+	docs-figures
 
 bench: bench-flops bench-scaling bench-9216 bench-elastic bench-attention
 
@@ -82,7 +83,6 @@ bench-scaling: setup
 	@$(PY) tools/analysis_tools/benchmark.py --models $(BENCH_MODELS) \
 		--resolutions 224 448 896 1344 1792 2688 4096 --time-budget 45 --mem-limit-gb 16 \
 		--threads 2 --out $(BENCH_OUT)/scaling
-	cp $(BENCH_OUT)/scaling/scaling.png docs/benchmark_scaling_cpu.png
 
 bench-9216: setup
 	@$(PY) tools/analysis_tools/benchmark.py --models infvit-4l-linear --resolutions 9216 \
@@ -111,7 +111,7 @@ bench-attention: data bench-elastic
 		--checkpoints $$(cat $(DEMO_CLS)/last_checkpoint) none none none \
 		$$(cat $(VECA_ELASTIC_DIR)/last_checkpoint) \
 		--images data/shapes/coco/images/val --max-images 3 --img-size 64 \
-		--out docs/attention_maps.png
+		--out $(BENCH_OUT)/attention_maps.png
 	@$(PY) tools/analysis_tools/eval_attention_quality.py \
 		configs/demo/infvit-demo-linear_shapes-cls.py --checkpoint $$(cat $(DEMO_CLS)/last_checkpoint) \
 		--images data/shapes/coco/images/val --boxes data/shapes/coco/annotations/instances_val.json \
@@ -120,7 +120,6 @@ bench-attention: data bench-elastic
 		configs/demo/infvit-demo-linear_shapes-cls.py \
 		--images data/shapes/coco/images/val --boxes data/shapes/coco/annotations/instances_val.json \
 		--img-size 64 --out $(BENCH_OUT)/quality_random
-	cp $(BENCH_OUT)/quality_trained/curves.png docs/attention_quality_curves.png
 
 # VECA's nested budgets: train the elastic demo classifier once (a few minutes), then top-1 on
 # the bundled validation set and latency at 256 px for every core budget, with a plot.
@@ -131,4 +130,15 @@ bench-elastic: $(VECA_ELASTIC_DIR)/last_checkpoint
 	@$(PY) tools/analysis_tools/elastic_sweep.py $(VECA_ELASTIC) \
 		--checkpoint $$(cat $(VECA_ELASTIC_DIR)/last_checkpoint) --img-size 256 --threads 2 \
 		--out $(BENCH_OUT)/elastic
-	cp $(BENCH_OUT)/elastic/elastic_sweep.png docs/elastic_sweep.png
+
+# The pictures docs/ shows, copied from a finished `make bench` on purpose (the bench targets
+# never write into docs/). Stops on the first picture that a bench target has not produced.
+DOCS_FIGURES := scaling/scaling.png:benchmark_scaling_cpu.png attention_maps.png:attention_maps.png \
+	quality_trained/curves.png:attention_quality_curves.png elastic/elastic_sweep.png:elastic_sweep.png
+
+docs-figures:
+	@for pair in $(DOCS_FIGURES); do \
+		src=$(BENCH_OUT)/$${pair%%:*}; dst=docs/$${pair##*:}; \
+		test -f $$src || { echo "$$src is missing: run the bench target that writes it first"; exit 1; }; \
+		cp $$src $$dst && echo "$$src -> $$dst"; \
+	done

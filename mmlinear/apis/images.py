@@ -1,4 +1,5 @@
 """Image files read into normalised batches, for the analysis tools that run on images."""
+import itertools
 import os
 import os.path as osp
 from typing import List, Optional, Sequence, Tuple
@@ -14,12 +15,17 @@ IMAGE_EXTENSIONS = ('.png', '.jpg', '.jpeg', '.bmp', '.JPEG')
 def list_images(paths: Sequence[str], max_images: Optional[int] = None) -> List[str]:
     """Image files given directly or found (sorted) in the given directories.
 
+    A folder is searched with its subfolders, so a classification split laid out as
+    ``split/<class>/<image>`` (mmpretrain's ``CustomDataset``) can be given as it is. The
+    subfolders are interleaved (the first image of each, then the second of each, ...), so
+    that ``max_images`` takes images of every class rather than all of the first one.
+
     Args:
-        paths (Sequence[str]): Image files or folders (not searched recursively).
+        paths (Sequence[str]): Image files or folders.
         max_images (int, optional): Keep only the first ``max_images`` files.
 
     Returns:
-        list[str]: The image paths, folders expanded in sorted order.
+        list[str]: The image paths, folders expanded as above.
 
     Raises:
         FileNotFoundError: If a path does not exist or no image is found.
@@ -27,15 +33,29 @@ def list_images(paths: Sequence[str], max_images: Optional[int] = None) -> List[
     files = []
     for path in paths:
         if osp.isdir(path):
-            files += sorted(
-                osp.join(path, f) for f in os.listdir(path) if f.endswith(IMAGE_EXTENSIONS))
+            files += _folder_images(path)
         elif osp.isfile(path):
             files.append(path)
         else:
             raise FileNotFoundError(f'no image or folder at {path}')
     if not files:
-        raise FileNotFoundError(f'no images ({", ".join(IMAGE_EXTENSIONS)}) in {list(paths)}')
+        raise FileNotFoundError(f'no images ({", ".join(IMAGE_EXTENSIONS)}) in {list(paths)} '
+                                'or their subfolders')
     return files[:max_images] if max_images else files
+
+
+def _folder_images(folder: str) -> List[str]:
+    """A folder's own images (sorted), then its subfolders' images interleaved."""
+    entries = sorted(os.listdir(folder))
+    own = [
+        osp.join(folder, e) for e in entries
+        if e.endswith(IMAGE_EXTENSIONS) and osp.isfile(osp.join(folder, e))
+    ]
+    nested = [
+        _folder_images(osp.join(folder, e)) for e in entries if osp.isdir(osp.join(folder, e))
+    ]
+    interleaved = [f for group in itertools.zip_longest(*nested) for f in group if f is not None]
+    return own + interleaved
 
 
 def load_images(files: Sequence[str], size: Optional[int], mean: Sequence[float],

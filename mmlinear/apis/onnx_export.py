@@ -12,6 +12,7 @@ cannot translate WeightFormer's ``adaptive_avg_pool2d``). mmlinear's ops run the
 references while a graph is exported (``mmlinear.utils.ext_loader.exporting``), so the graph
 holds standard ONNX operators only, which :func:`check_onnx_graph` asserts.
 """
+import os
 import os.path as osp
 import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -127,7 +128,8 @@ def build_export_model(cfg: Config,
     else:
         from mmengine.runner import load_checkpoint
         if not osp.isfile(checkpoint):
-            raise FileNotFoundError(f'checkpoint not found: {checkpoint}')
+            raise FileNotFoundError(f"checkpoint not found: {checkpoint} (give a checkpoint "
+                                    "file, or 'none' for the config's initial weights)")
         load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
     if active_cores is not None:
         backbone = getattr(model, 'backbone', None)
@@ -352,7 +354,7 @@ def export_onnx(model: nn.Module,
 
     Args:
         model (nn.Module): In eval mode; takes one (B, 3, H, W) tensor.
-        out_file (str): The .onnx file to write.
+        out_file (str): The .onnx file to write (its folder is created if missing).
         shape (tuple[int, int]): (H, W) of the traced input.
         names (Sequence[str]): Names of the outputs.
         dynamic (bool): Make B, H and W symbolic (traced at B = 2, as PyTorch specialises
@@ -388,6 +390,7 @@ def export_onnx(model: nn.Module,
             verbose=False)
     if dynamic:
         _rename_dynamic_dims(onnx_program.model, _size_names(program))
+    os.makedirs(osp.dirname(osp.abspath(out_file)), exist_ok=True)
     onnx_program.save(out_file)
 
 

@@ -26,6 +26,22 @@ def test_folders_expand_sorted_and_files_stay_in_order(tmp_path):
         list_images([str(tmp_path / 'empty')])
 
 
+def test_class_subfolders_are_searched_and_interleaved(tmp_path):
+    # mmpretrain's CustomDataset layout: split/<class>/<image>, unequal class sizes.
+    for cls, names in {'circle': ['c0.png', 'c1.png', 'c2.png'], 'square': ['s0.png']}.items():
+        (tmp_path / cls).mkdir()
+        for name in names:
+            write_image(tmp_path / cls / name, 0)
+    (tmp_path / 'top.png').touch()
+    files = [f.split(str(tmp_path) + '/', 1)[1] for f in list_images([str(tmp_path)])]
+    assert files == ['top.png', 'circle/c0.png', 'square/s0.png', 'circle/c1.png', 'circle/c2.png']
+    two = list_images([str(tmp_path / 'circle'), str(tmp_path / 'square')], max_images=4)
+    assert [f.rsplit('/', 1)[1] for f in two] == ['c0.png', 'c1.png', 'c2.png', 's0.png']
+    (tmp_path / 'only_dirs' / 'empty_class').mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match='or their subfolders'):
+        list_images([str(tmp_path / 'only_dirs')])
+
+
 def test_images_are_resized_and_normalised(tmp_path):
     write_image(tmp_path / 'grey.png', 100)
     write_image(tmp_path / 'white.png', 255, size=(8, 8))

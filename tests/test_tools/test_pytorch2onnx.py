@@ -24,7 +24,7 @@ def test_exports_a_checkpoint_at_a_core_budget_and_checks_it(tmp_path, capsys):
     trained = build_export_model(cfg).model
     checkpoint = str(tmp_path / 'veca.pth')
     save_checkpoint({'state_dict': trained.state_dict()}, checkpoint)
-    out = str(tmp_path / 'veca8.onnx')
+    out = str(tmp_path / 'exports' / 'veca8.onnx')  # a folder that does not exist yet
     pytorch2onnx.main([
         VECA_CLS, checkpoint, '--out', out, '--shape', '48', '40', '--active-cores', '8',
         '--cfg-options', *SHALLOW
@@ -55,4 +55,13 @@ def test_bad_requests_exit_with_the_reason(tmp_path, args, message):
             config, 'none', '--out',
             str(tmp_path / 'x.onnx'), *args, '--cfg-options', 'model.backbone.init_cfg=None'
         ])
+    assert not (tmp_path / 'x.onnx').exists()
+
+
+def test_a_missing_checkpoint_exits_with_its_path_and_the_alternative(tmp_path):
+    missing = str(tmp_path / 'iter_600.pth')
+    with pytest.raises(SystemExit, match=f"checkpoint not found: {missing} .*'none'"):
+        pytorch2onnx.main(
+            [VECA_CLS, missing, '--out',
+             str(tmp_path / 'x.onnx'), '--cfg-options', *SHALLOW])
     assert not (tmp_path / 'x.onnx').exists()

@@ -29,7 +29,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                                      'mmseg config) and check it with ONNX Runtime')
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', help="checkpoint file, or 'none' for the initial weights")
-    parser.add_argument('--out', required=True, help='the .onnx file to write')
+    parser.add_argument(
+        '--out', required=True, help='the .onnx file to write (its folder is created)')
     parser.add_argument(
         '--shape',
         type=int,
@@ -73,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         names = output_names(model.task, num_outputs)
         export_onnx(model, args.out, shape, names, args.dynamic_shape, args.opset)
         operators = check_onnx_graph(args.out)
-    except ExportError as error:
+    except (ExportError, FileNotFoundError) as error:
         raise SystemExit(f'cannot export {args.config}: {error}')
     print(f'wrote {args.out}: outputs {", ".join(names)}; {len(operators)} standard ONNX '
           f'operator types ({", ".join(operators)})')

@@ -105,7 +105,12 @@ def build_export_model(cfg: Config,
         ExportError: If the config's scope or model type cannot be exported, or
             ``active_cores`` is given for a backbone that has no core budget or is not
             one of its budgets.
+        FileNotFoundError: If ``checkpoint`` is given and is not a file.
     """
+    # Checked first: a mistyped path should not wait for the model to be built.
+    if checkpoint is not None and not osp.isfile(checkpoint):
+        raise FileNotFoundError(f"checkpoint not found: {checkpoint} (give a checkpoint file, "
+                                "or 'none' for the config's initial weights)")
     import mmlinear.models  # noqa: F401  (registers the backbones and the mmlinear:: config scope)
     from mmlinear.models import VECA
     try:
@@ -127,9 +132,6 @@ def build_export_model(cfg: Config,
         model.init_weights()
     else:
         from mmengine.runner import load_checkpoint
-        if not osp.isfile(checkpoint):
-            raise FileNotFoundError(f"checkpoint not found: {checkpoint} (give a checkpoint "
-                                    "file, or 'none' for the config's initial weights)")
         load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
     if active_cores is not None:
         backbone = getattr(model, 'backbone', None)

@@ -15,8 +15,8 @@ import sys
 from typing import Iterator, List, Tuple
 
 import pytest
+from conftest import REPO_ROOT as ROOT
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 PAGES = sorted(
     osp.relpath(p, ROOT) for p in [osp.join(ROOT, 'README.md')] +
     glob.glob(osp.join(ROOT, 'configs', '*', 'README.md')) +

@@ -8,7 +8,7 @@ This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the scr
 """
 import importlib.util
 
-from .flops import count_flops, count_params
+from .flops import count_attention_interactions, count_flops, count_params, count_patch_tokens
 from .image_inference import IMAGE_TASKS, ImageInferenceResult, ImageTask, detect_task, infer_image
 from .images import IMAGE_EXTENSIONS, list_images, load_images
 from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backbone_config,
@@ -22,10 +22,11 @@ __all__ = [
     'BACKBONE_PRESETS', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS',
     'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES', 'add_common_arguments',
     'backbone_config', 'build_backbone', 'build_classifier', 'check_dataset_paths',
-    'close_launcher', 'convert_vit_checkpoint', 'count_flops', 'count_params', 'detect_task',
-    'enable_amp', 'fix_dataloaders', 'infer_image', 'input_normalization', 'list_images',
-    'load_config', 'load_images', 'parse_tool_args', 'prepare_launcher', 'save_converted',
-    'set_work_dir', 'toolbox_scope', 'torchrun_attempt'
+    'close_launcher', 'convert_vit_checkpoint', 'count_attention_interactions', 'count_flops',
+    'count_params', 'count_patch_tokens', 'detect_task', 'enable_amp', 'fix_dataloaders',
+    'infer_image', 'input_normalization', 'list_images', 'load_config', 'load_images',
+    'parse_tool_args', 'prepare_launcher', 'save_converted', 'set_work_dir', 'toolbox_scope',
+    'torchrun_attempt'
 ]
 
 if importlib.util.find_spec('mmseg') is not None:

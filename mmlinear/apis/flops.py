@@ -1,4 +1,7 @@
-"""Parameter and FLOP counts of a model, on fake tensors so that any resolution is cheap."""
+"""Parameter, FLOP and attention-interaction counts of a backbone; FLOPs on fake tensors so that
+any resolution is cheap."""
+from typing import List, Optional
+
 import torch
 from torch import nn
 
@@ -43,3 +46,48 @@ def count_flops(model: nn.Module, resolution: int, batch: int = 1) -> int:
         with counter, torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
             model(x)
     return counter.get_total_flops()
+
+
+def count_attention_interactions(model: nn.Module, resolution: int,
+                                 **call_kwargs) -> Optional[List[int]]:
+    """Query-key pairs that each block's attention scores per head, on one square image.
+
+    mmlinear backbones count their own (``attention_interactions``: ``(E + N)^2`` for softmax
+    and Pure InfSA, ``E + N`` for Linear-InfSA, ``2 N K + K^2`` for VECA's K cores, none for
+    WeightFormer); mmpretrain's ``VisionTransformer`` scores every pair of its tokens.
+
+    Args:
+        model (nn.Module): The backbone.
+        resolution (int): Square input side in pixels.
+        **call_kwargs: Forward arguments that change the token count (VECA's
+            ``active_cores``).
+
+    Returns:
+        list[int] | None: One count per block; None for a backbone this function does not
+        know.
+    """
+    if hasattr(model, 'attention_interactions'):
+        return model.attention_interactions((1, 3, resolution, resolution), **call_kwargs)
+    from mmpretrain.models import VisionTransformer
+    if isinstance(model, VisionTransformer):
+        num_tokens = count_patch_tokens(model, resolution) + model.num_extra_tokens
+        return [num_tokens**2] * len(model.layers)
+    return None
+
+
+def count_patch_tokens(model: nn.Module, resolution: int) -> int:
+    """Patch tokens N of a square image: ``ceil(resolution / p)^2`` (mmlinear backbones and
+    mmpretrain's ViT both pad partial patches).
+
+    Args:
+        model (nn.Module): An mmlinear backbone (``patch_size``) or mmpretrain's
+            ``VisionTransformer`` (the stride of ``patch_embed.projection``).
+        resolution (int): Square input side in pixels.
+
+    Returns:
+        int: N.
+    """
+    patch = getattr(model, 'patch_size', None)
+    if patch is None:
+        patch = model.patch_embed.projection.stride[0]
+    return (-(-resolution // patch))**2

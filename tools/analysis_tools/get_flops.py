@@ -5,12 +5,20 @@ input (matmuls and convolutions, two FLOPs per multiply-add; norms, activations,
 interpolation are not counted, the convention of the reference numbers below), so 9216 x 9216
 costs as little as 224 x 224.
 
+Beside the FLOPs, the attention interactions per layer: the query-key pairs one head scores
+on one image (``backbone.attention_interactions``), against the ``(N + 1)^2`` of a dense ViT
+with one class token on the same N patches. VECA runs at every core budget of
+``--active-cores`` (its interactions are ``2 N K + K^2``, so at 512 px, N = 1024 and K = 64 it
+scores 87.1 % fewer than the dense ViT).
+
 Prints and writes (``--out``, markdown) a table beside the numbers the papers state or that
 were counted on the official code (``REFERENCE_NUMBERS``), and a JSON file next to it.
 
-Example:
+Examples:
     python tools/analysis_tools/get_flops.py --models infvit-4l-linear infvit-4l-softmax \\
-        weightformer-t deit-t-sdpa --resolutions 224 512 1024 --out docs/flops.md
+        weightformer-t deit-t-sdpa --resolutions 224 512 1024 --out work_dirs/flops/flops.md
+    python tools/analysis_tools/get_flops.py --models veca-base --resolutions 512 \\
+        --active-cores 8 16 32 64
 """
 import argparse
 import json
@@ -18,7 +26,8 @@ import os
 import os.path as osp
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from mmlinear.apis import build_backbone, count_flops, count_params
+from mmlinear.apis import (build_backbone, count_attention_interactions, count_flops, count_params,
+                           count_patch_tokens)
 from mmlinear.utils.progress import ProgressETA
 
 # (preset, resolution) -> (value, unit, source). Sources: 'paper' (stated in the paper; params
@@ -60,39 +69,86 @@ def reference_text(model: str, resolution: int) -> str:
     return '; '.join(f'{value:g} {unit} ({source})' for value, unit, source in entries) or '-'
 
 
-def measure(models: Sequence[str], resolutions: Sequence[int]) -> List[dict]:
-    """Params and FLOPs of every model at every resolution, with the reference numbers."""
+def dense_interactions(num_patches: int) -> int:
+    """Query-key pairs per head of a dense ViT with one class token on ``num_patches``."""
+    return (num_patches + 1)**2
+
+
+def interaction_text(per_layer: Sequence[int]) -> str:
+    """Per-layer interactions as table text: one number when every layer has it."""
+    return ' / '.join(f'{count:,}' for count in dict.fromkeys(per_layer))
+
+
+def measure(models: Sequence[str],
+            resolutions: Sequence[int],
+            active_cores: Optional[Sequence[int]] = None) -> List[dict]:
+    """Params, FLOPs and attention interactions of every model at every resolution (and,
+    for backbones with a core budget, every budget of ``active_cores``), with the
+    reference numbers.
+
+    Raises:
+        ValueError: An unknown preset, or a budget the backbone does not accept.
+    """
+    backbones = {name: build_backbone(name) for name in models}
+    # The reference numbers were counted at each backbone's own budget.
+    default_budgets = {
+        name: getattr(model, 'active_cores', None)
+        for name, model in backbones.items()
+    }
+    if active_cores and all(budget is None for budget in default_budgets.values()):
+        raise ValueError(f'--active-cores applies to backbones with a core budget (VECA); '
+                         f'none of {list(models)} has one')
+    budgets = {
+        name: [None] if default is None else list(active_cores or [default])
+        for name, default in default_budgets.items()
+    }
     rows = []
-    progress = ProgressETA(len(models) * len(resolutions))
-    for name in models:
-        model = build_backbone(name)
+    progress = ProgressETA(sum(len(b) for b in budgets.values()) * len(resolutions))
+    for name, model in backbones.items():
         model.eval()  # some backbones' train() returns None, so no chaining
         params = count_params(model)
-        for resolution in resolutions:
-            flops = count_flops(model, resolution)
-            rows.append(
-                dict(
-                    model=name,
-                    resolution=resolution,
-                    tokens=(-(-resolution // 16))**2,
-                    params=params,
-                    flops=flops,
-                    reference=reference_text(name, resolution)))
-            progress.step(f'{name} {resolution}px: {params / 1e6:.2f} M params, '
-                          f'{flops / 1e9:.2f} GFLOPs')
+        for budget in budgets[name]:
+            call_kwargs = {} if budget is None else dict(active_cores=budget)
+            if budget is not None:
+                model.active_cores = budget  # checked by the setter; count_flops calls forward
+            for resolution in resolutions:
+                per_layer = count_attention_interactions(model, resolution, **call_kwargs)
+                num_patches = count_patch_tokens(model, resolution)
+                flops = count_flops(model, resolution)
+                rows.append(
+                    dict(
+                        model=name,
+                        resolution=resolution,
+                        active_cores=budget,
+                        tokens=num_patches,
+                        params=params,
+                        flops=flops,
+                        interactions_per_layer=per_layer,
+                        dense_vit_interactions=dense_interactions(num_patches),
+                        reference=(reference_text(name, resolution)
+                                   if budget == default_budgets[name] else '-')))
+                budget_text = '' if budget is None else f' K={budget}'
+                progress.step(f'{name}{budget_text} {resolution}px: {params / 1e6:.2f} M params, '
+                              f'{flops / 1e9:.2f} GFLOPs')
     return rows
 
 
 def markdown_table(rows: List[dict]) -> str:
     """A markdown table of the measured numbers beside the reference ones."""
     lines = [
-        '| model | resolution | patch tokens | params (M, backbone) | GFLOPs | GMACs | '
-        'paper / reference |', '|---|---|---|---|---|---|---|'
+        '| model | resolution | cores K | patch tokens | params (M, backbone) | GFLOPs | GMACs | '
+        'interactions / layer | fewer than a dense ViT | paper / reference |',
+        '|---|---|---|---|---|---|---|---|---|---|'
     ]
     for r in rows:
-        lines.append(f'| {r["model"]} | {r["resolution"]} | {r["tokens"]:,} | '
-                     f'{r["params"] / 1e6:.2f} | {r["flops"] / 1e9:,.2f} | '
-                     f'{r["flops"] / 2e9:,.2f} | {r["reference"]} |')
+        per_layer = r['interactions_per_layer']
+        counts, saving = '-', '-'
+        if per_layer is not None:
+            counts = interaction_text(per_layer)
+            saving = f'{100 * (1 - max(per_layer) / r["dense_vit_interactions"]):.1f} %'
+        lines.append(f'| {r["model"]} | {r["resolution"]} | {r["active_cores"] or "-"} | '
+                     f'{r["tokens"]:,} | {r["params"] / 1e6:.2f} | {r["flops"] / 1e9:,.2f} | '
+                     f'{r["flops"] / 2e9:,.2f} | {counts} | {saving} | {r["reference"]} |')
     return '\n'.join(lines) + '\n'
 
 
@@ -107,6 +163,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         ],
         help='presets of mmlinear.apis.BACKBONE_PRESETS or config files')
     parser.add_argument('--resolutions', nargs='+', type=int, default=[224, 512, 1024])
+    parser.add_argument(
+        '--active-cores',
+        nargs='+',
+        type=int,
+        default=None,
+        help='core budgets K (8, 16, ..., 64) at which the backbones with a core budget '
+        '(VECA) are counted; defaults to each model\'s own budget')
     parser.add_argument(
         '--out',
         default=None,
@@ -123,7 +186,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from mmengine.logging import MMLogger
     MMLogger.get_instance('mmlinear_get_flops', log_level='WARNING')
     try:
-        rows = measure(args.models, args.resolutions)
+        rows = measure(args.models, args.resolutions, args.active_cores)
     except ValueError as error:
         raise SystemExit(str(error))
     table = markdown_table(rows)

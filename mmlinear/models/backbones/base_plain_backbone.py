@@ -97,6 +97,9 @@ class BasePlainBackbone(BaseModule):
     out_types: Tuple[str, ...] = OUT_TYPES
     #: The name the final norm is registered under (the released checkpoints' key).
     final_norm_name: str = 'final_norm'
+    #: E, the tokens the blocks see before the patches (InfViT's CLS); VECA's cores depend on
+    #: the budget of a call, see :meth:`_num_extra_tokens`.
+    num_extra_tokens: int = 0
 
     def __init__(self,
                  arch: Union[str, dict],
@@ -392,6 +395,27 @@ class BasePlainBackbone(BaseModule):
             middle = (low + high + 1) // 2
             low, high = (middle, high) if fits(memory_at(middle)) else (low, middle - 1)
         return low
+
+    def attention_interactions(self, image_shape: Sequence[int], **call_kwargs) -> List[int]:
+        """Query-key pairs that each block scores per head and image, the quadratic term
+        the linear backbones avoid (a dense ViT scores ``(E + N)^2``).
+
+        Args:
+            image_shape (Sequence[int]): (B, C_in, H, W) of the input.
+            **call_kwargs: Arguments of :meth:`forward` that change the token count
+                (VECA's ``active_cores``).
+
+        Returns:
+            list[int]: One count per block.
+        """
+        hw_shape = self._grid_shape(image_shape)
+        num_patches = hw_shape[0] * hw_shape[1]
+        num_extra_tokens = self._num_extra_tokens(**call_kwargs)
+        return [block.interactions(num_patches, num_extra_tokens) for block in self.blocks]
+
+    def _num_extra_tokens(self) -> int:
+        """E for one call (the class attribute unless a call argument changes it)."""
+        return self.num_extra_tokens
 
     def _grid_shape(self, image_shape: Sequence[int]) -> Tuple[int, int]:
         """(H', W'), the token grid of (B, C_in, H, W) images (partial patches count)."""

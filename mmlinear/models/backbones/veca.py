@@ -147,6 +147,11 @@ class VECA(BasePlainBackbone):
     def active_cores(self, value: int) -> None:
         self._active_cores = check_core_budget(value, self.max_cores, self.core_chunk_size)
 
+    @property
+    def num_extra_tokens(self) -> int:
+        """E, the cores of the default budget (a call's ``active_cores`` overrides it)."""
+        return self.active_cores
+
     def _stem_parts(self) -> List[nn.Module]:
         return [self.patch_embed, self.query_token_chunks, self.qcoord_chunks]
 
@@ -348,6 +353,9 @@ class VECA(BasePlainBackbone):
         """The block loop with the budget of this call (the default when None)."""
         return self._run_blocks(
             x, padding_mask, need_weights, num_cores=self._num_cores(active_cores))
+
+    def _num_extra_tokens(self, active_cores: Optional[int] = None) -> int:
+        return self._num_cores(active_cores)
 
     def _num_cores(self, active_cores: Optional[int]) -> int:
         """The core budget of a call: ``active_cores``, checked, or the default."""

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import ProjPatchEmbed, WeightFormerBlock
+from ..utils import normalize_indices
 from ..utils.image_rows import ImageRows
 from ..utils.token_stream import TokenStream
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
@@ -19,13 +20,13 @@ class WeightFormer(BasePlainBackbone):
     weights instead of attention.
 
     A 16 x 16 patch embedding and a LayerNorm, then 17 blocks of one width: the blocks
-    ``i % 3 == 1`` (1, 4, 7, 10, 13, 16) are dynamic (a depthwise conv with per-sample
-    kernels and an MLP whose first layer has a per-sample weight, both predicted from the
-    whole image in O(N)), the others static (3 x 3 depthwise conv and MLP). No class token
-    and no position embedding, so nothing depends on the input size: any H, W >= 16 works
-    (the patch embedding pads to a multiple of 16). The output at the last block is taken
-    after the final norm; the reference classifier then averages the tokens
-    ('avg_featmap'). Parameter names are those of the released checkpoints
+    ``i % 3 == 1`` (1, 4, 7, 10, 13, 16; ``dynamic_indices`` chooses others) are dynamic (a
+    depthwise conv with per-sample kernels and an MLP whose first layer has a per-sample
+    weight, both predicted from the whole image in O(N)), the others static (3 x 3 depthwise
+    conv and MLP). No class token and no position embedding, so nothing depends on the input
+    size: any H, W >= 16 works (the patch embedding pads to a multiple of 16). The output at
+    the last block is taken after the final norm; the reference classifier then averages the
+    tokens ('avg_featmap'). Parameter names are those of the released checkpoints
     (``patch_embed.proj``, ``init_norm``, ``blocks.{i}.*``, ``norm``; the classifier
     ``head.*`` belongs to the task head), so they load without conversion.
 
@@ -53,6 +54,10 @@ class WeightFormer(BasePlainBackbone):
         out_type (str): 'featmap' ((B, C, H', W') tokens, for dense tasks) or
             'avg_featmap' ((B, C) mean of the valid tokens, the reference's pooling).
             Defaults to 'avg_featmap'.
+        dynamic_indices (Sequence[int], optional): The blocks that are dynamic (negative
+            values count from the end; empty for none), for the paper's ablation of how
+            often a dynamic block comes (``configs/weightformer/*_dynamic-every-*``).
+            Defaults to None: the released pattern, every third block from the second.
         drop_path_rate (float): Stochastic depth of the MLP branches, rising linearly from 0
             at the first block to this value at the last. Defaults to 0.
         frozen_stages (int): Freeze the patch embedding and ``init_norm`` (stage 0) and then
@@ -88,6 +93,7 @@ class WeightFormer(BasePlainBackbone):
                  in_channels: int = 3,
                  out_indices: Union[int, Sequence[int]] = -1,
                  out_type: str = 'avg_featmap',
+                 dynamic_indices: Optional[Sequence[int]] = None,
                  drop_path_rate: float = 0.,
                  frozen_stages: int = -1,
                  with_cp: bool = False,
@@ -95,28 +101,28 @@ class WeightFormer(BasePlainBackbone):
         super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp, init_cfg)
         self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)
         self.init_norm = nn.LayerNorm(self.embed_dims, eps=1e-6)
+        if dynamic_indices is None:
+            # Every third block from the second (the reference tests (i + 2) % 3 == 0).
+            dynamic_indices = range(1, self.num_layers, 3)
+        self.dynamic_indices = normalize_indices('dynamic_indices', dynamic_indices,
+                                                 self.num_layers)
         dpr = [drop_path_rate * i / max(self.num_layers - 1, 1) for i in range(self.num_layers)]
         self.blocks = nn.ModuleList(
             WeightFormerBlock(
                 self.embed_dims,
                 self.arch_settings['feedforward_channels'],
-                dynamic=self.is_dynamic(i),
+                dynamic=i in self.dynamic_indices,
                 drop_path_rate=dpr[i]) for i in range(self.num_layers))
         self._add_final_norm(nn.LayerNorm(self.embed_dims, eps=1e-6))
         self._freeze_stages()
-
-    @staticmethod
-    def is_dynamic(index: int) -> bool:
-        """Whether block ``index`` is dynamic: every third block from the second
-        (the reference tests ``(index + 2) % 3 == 0``)."""
-        return index % 3 == 1
 
     def _stem_parts(self) -> List[nn.Module]:
         return [self.patch_embed, self.init_norm]
 
     def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor]) -> TokenGrid:
         tokens, hw_shape = self.patch_embed(x)
-        return TokenGrid(self.init_norm(tokens), hw_shape, 0, token_padding_mask, {})
+        return TokenGrid(
+            self.init_norm(tokens), hw_shape, self.num_extra_tokens, token_padding_mask, {})
 
     #: The dynamic linear layers pool 2 x 2 blocks of tokens: bands start on even rows.
     stream_row_alignment = 2

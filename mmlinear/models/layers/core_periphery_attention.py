@@ -41,6 +41,21 @@ class CorePeripheryAttention(nn.Module):
         self.dropout = dropout
         self.out_drop = nn.Dropout(dropout)
 
+    @staticmethod
+    def interactions(num_patches: int, num_extra_tokens: int) -> int:
+        """Query-key pairs scored per head and image: the K cores against all K + N tokens,
+        the N patches against the K cores: ``2 N K + K^2`` (the paper's 2NC + C^2, its C
+        being the core budget).
+
+        Args:
+            num_patches (int): N.
+            num_extra_tokens (int): K, the active cores.
+
+        Returns:
+            int: The number of scores one head computes.
+        """
+        return 2 * num_patches * num_extra_tokens + num_extra_tokens**2
+
     def split_heads(self, x: Tensor) -> Tensor:
         """(B, T, C) -> (B, num_heads, T, head_dims)."""
         B, T, _ = x.shape

@@ -98,6 +98,28 @@ class InfSAAttention(nn.Module):
             raise ValueError(f'{self.attn_type!r} attention has no rho; only pure and linear do')
         return torch.sigmoid(self.rho_logit)
 
+    def interactions(self, num_patches: int, num_extra_tokens: int) -> int:
+        """Query-key pairs scored per head and image (what the papers call interactions).
+
+        Softmax and Pure InfSA score every pair of the T = E + N tokens (T^2). Linear-InfSA
+        scores each key once, against the one energy-pooled query (T); the energies are
+        per token and score no pair. 'none' scores nothing.
+
+        Args:
+            num_patches (int): N.
+            num_extra_tokens (int): E (InfViT's CLS token).
+
+        Returns:
+            int: The number of scores one head computes.
+        """
+        num_tokens = num_patches + num_extra_tokens
+        return {
+            'softmax': num_tokens**2,
+            'pure': num_tokens**2,
+            'linear': num_tokens,
+            'none': 0
+        }[self.attn_type]
+
     def _split_heads(self, x: Tensor) -> Tensor:
         B, N, _ = x.shape
         return x.reshape(B, N, self.num_heads, self.head_dims).transpose(1, 2)

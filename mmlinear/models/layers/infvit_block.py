@@ -75,6 +75,10 @@ class InfViTBlock(nn.Module):
         x = x + self.drop_path(self.ffn(self.ln2(x)))
         return (x, weights) if need_weights else x
 
+    def interactions(self, num_patches: int, num_extra_tokens: int) -> int:
+        """Query-key pairs per head and image: :meth:`InfSAAttention.interactions`."""
+        return self.attn.interactions(num_patches, num_extra_tokens)
+
     def forward_streamed(self, stream: TokenStream) -> None:
         """The block over a token stream, band by band, in place (inference only).
 

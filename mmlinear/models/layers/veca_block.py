@@ -72,6 +72,10 @@ class VECABlock(nn.Module):
         x = self._add_mlp(x + attn)
         return (x, weights) if need_weights else x
 
+    def interactions(self, num_patches: int, num_extra_tokens: int) -> int:
+        """Query-key pairs per head and image: :meth:`CorePeripheryAttention.interactions`."""
+        return self.attn.interactions(num_patches, num_extra_tokens)
+
     def _add_mlp(self, x: Tensor) -> Tensor:
         """``x + fc2(SwiGLU(fc1(norm_ffn(x))))``: the second half of the block, per token."""
         return x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))

@@ -48,6 +48,20 @@ class WeightFormerBlock(nn.Module):
         self.linear2 = OneDNNLinear(feedforward_channels, embed_dims)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
+    @staticmethod
+    def interactions(num_patches: int, num_extra_tokens: int) -> int:
+        """Query-key pairs scored per image: none. The dynamic layers predict their
+        parameters from pooled sums over the tokens, and no pair of tokens is ever scored.
+
+        Args:
+            num_patches (int): N.
+            num_extra_tokens (int): E (0 in WeightFormer).
+
+        Returns:
+            int: 0.
+        """
+        return 0
+
     def _static_dwconv(self, x_map: Tensor) -> Tensor:
         """The static block's depthwise convolution ``dwc`` of a (B, C, H', W') map.
 

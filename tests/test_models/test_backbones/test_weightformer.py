@@ -71,6 +71,30 @@ def test_dynamic_blocks_are_every_third_from_the_second():
     assert [i for i, block in enumerate(custom.blocks) if block.dynamic] == [1, 4, 7]
 
 
+@pytest.mark.parametrize('indices,dynamic', [
+    ([], []),
+    (list(range(17)), list(range(17))),
+    ([1, 3, 15], [1, 3, 15]),
+    ([-1, 0], [0, 16]),
+])
+def test_dynamic_indices_choose_the_dynamic_blocks(indices, dynamic):
+    model = WeightFormer(arch='t', dynamic_indices=indices)
+    assert model.dynamic_indices == tuple(dynamic)
+    assert [i for i, block in enumerate(model.blocks) if block.dynamic] == dynamic
+    assert all(isinstance(block.linear1, DynamicLinear) == block.dynamic for block in model.blocks)
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 64, 64))[0].shape == (1, 192)
+
+
+@pytest.mark.parametrize('indices', [[17], [1, 1], [2.0]])
+def test_bad_dynamic_indices_name_the_valid_range(indices):
+    with pytest.raises(
+            ValueError,
+            match=r'dynamic_indices (must hold integers in \[-17, 16\]|'
+            'names layer 1 twice)'):
+        WeightFormer(arch='t', dynamic_indices=indices)
+
+
 def released_layout(C=192, depth=17):
     """The state-dict keys and shapes of the released checkpoints."""
     keys = {

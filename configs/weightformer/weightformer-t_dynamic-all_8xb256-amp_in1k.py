@@ -1,0 +1,7 @@
+# WeightFormer-T for the paper's ablation of how often a dynamic block comes:
+# every block is dynamic (17 of 17).
+# The released model (weightformer-t_8xb256-amp_in1k.py, the recipe this inherits unchanged)
+# has one every third block from the second: 1, 4, ..., 16.
+_base_ = './weightformer-t_8xb256-amp_in1k.py'
+
+model = dict(backbone=dict(dynamic_indices=list(range(17))))

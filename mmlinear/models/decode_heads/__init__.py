@@ -1,2 +1,11 @@
-"""mmseg's decode heads run over bands of rows (whole-image inference); mmseg's own modules
-are imported from ``mmlinear.models.decode_heads.uper_head_bands`` where it is installed."""
+"""Decode heads for mmseg (registered only where mmseg is installed): the linear probes of the
+frozen-backbone dense evaluations, and mmseg's decode heads run over bands of rows
+(whole-image inference), imported from ``mmlinear.models.decode_heads.uper_head_bands``."""
+import importlib.util
+
+__all__ = []
+
+if importlib.util.find_spec('mmseg') is not None:
+    from .linear_depth_head import LinearDepthHead  # noqa: F401
+    from .linear_head import LinearHead  # noqa: F401
+    __all__ += ['LinearDepthHead', 'LinearHead']

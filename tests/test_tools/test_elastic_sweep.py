@@ -45,3 +45,50 @@ def test_sweep_of_a_classifier_config_reports_top1(tiny_data, tmp_path):
     assert all(0 <= r['top1'] <= 100 and r['latency_ms'] > 0 for r in rows)
     # Three classes: a random classifier's cross-entropy is near log(3), never 0.
     assert all(0.5 < r['cross_entropy'] < 5 for r in rows)
+
+
+SEG_DEMO = 'configs/demo/upernet_veca-demo_shapes-ade.py'
+
+
+def seg_options(tiny_data):
+    root = osp.join(tiny_data, 'ade')
+    return [
+        '--cfg-options', f'test_dataloader.dataset.data_root={root}',
+        'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
+        'model.backbone.init_cfg=None'
+    ]
+
+
+def test_sweep_of_a_segmentation_config_runs_its_test_loop(tiny_data, tmp_path):
+    out = tmp_path / 'elastic_seg'
+    elastic_sweep.main([
+        SEG_DEMO, '--img-size', '128', '--budgets', '8', '64', '--repeats', '1', '--out',
+        str(out)
+    ] + seg_options(tiny_data))
+    with open(out / 'elastic_sweep.json') as f:
+        rows = json.load(f)['results']
+    assert [r['active_cores'] for r in rows] == [8, 64]
+    # mmseg's IoUMetric on the val split (random weights: any value, but a real percentage).
+    assert all(0 <= r['mIoU'] <= 100 and 0 <= r['aAcc'] <= 100 for r in rows)
+    # The cores cost what patches cost in every layer: more cores, more FLOPs.
+    assert 0 < rows[0]['gflops'] < rows[1]['gflops']
+    assert (out / 'elastic_sweep.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_a_checkpoint_of_another_model_is_refused(tiny_data, tmp_path):
+    import torch
+    path = tmp_path / 'other.pth'
+    torch.save({'state_dict': {'backbone.blocks.0.weight': torch.zeros(1)}}, path)
+    with pytest.raises(SystemExit, match='other.pth does not hold the model of .*upernet_veca'):
+        elastic_sweep.main(
+            [SEG_DEMO, '--checkpoint', str(path), '--out',
+             str(tmp_path)] + seg_options(tiny_data))
+
+
+def test_an_unknown_metric_names_the_reported_ones(tiny_data, tmp_path):
+    with pytest.raises(SystemExit, match=r"--metric 'top1' is not among .*'mIoU'"):
+        elastic_sweep.main([
+            SEG_DEMO, '--img-size', '64', '--budgets', '8', '--repeats', '1', '--metric', 'top1',
+            '--out',
+            str(tmp_path)
+        ] + seg_options(tiny_data))

@@ -4,19 +4,24 @@ For each budget K (default 8, 16, ..., 64) the same weights are evaluated:
 
 - with a classifier config (a VECA backbone and a head) and its test dataloader: top-1
   accuracy and the mean cross-entropy on that dataset;
+- with a segmentation, depth or detection config (mmseg / mmdet): the config's own test loop
+  and evaluator (mIoU, RMSE, mAP, ...), the checkpoint loaded strictly;
 - otherwise (a preset or a backbone config, any images): the feature loss against the full
   budget, ``1 - cos(global_K, global_max)`` and the same for the patch features, averaged
   over the images (``forward_tokens``), which needs no labels and no head;
 
-and the backbone's forward latency at ``--img-size`` (batch 1, median of ``--repeats``).
+and the backbone's forward latency and FLOPs at ``--img-size`` (batch 1; latency the median of
+``--repeats``; FLOPs counted as ``get_flops.py`` counts them).
 
 The budget is passed as ``active_cores=K`` to ``forward`` / ``forward_tokens``; inside a
 classifier, whose forward does not take it, the backbone's ``active_cores`` attribute is set
 (VECA's ``forward`` falls back to it when it is given no ``active_cores=``).
 
-Example:
+Examples:
     python tools/analysis_tools/elastic_sweep.py veca-small --images data/shapes/cls/val \\
         --img-size 224 --out work_dirs/elastic
+    python tools/analysis_tools/elastic_sweep.py configs/demo/upernet_veca-demo_shapes-ade.py \\
+        --checkpoint CHECKPOINT --img-size 128 --out work_dirs/elastic_seg
 """
 import argparse
 import json
@@ -29,8 +34,8 @@ import torch.nn.functional as F
 from mmengine.config import DictAction
 from torch import Tensor, nn
 
-from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, input_normalization,
-                           list_images, load_images)
+from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, count_flops,
+                           input_normalization, list_images, load_images)
 from mmlinear.apis.benchmark import median_ms
 from mmlinear.utils.progress import ProgressETA
 
@@ -77,6 +82,55 @@ def classifier_metrics(model: nn.Module, dataloader, budget: int) -> Dict[str, f
     return dict(top1=100 * correct / max(total, 1), cross_entropy=nll / max(total, 1))
 
 
+#: The metric a dense sweep plots, the first of these that its evaluator reports.
+DENSE_METRICS = ('mIoU', 'rmse', 'coco/segm_mAP', 'coco/bbox_mAP')
+
+
+def build_test_runner(cfg, checkpoint: Optional[str], work_dir: str):
+    """An mmengine Runner of a dense config for its test loop, the checkpoint loaded
+    strictly (a checkpoint of another model is an error, not a half-loaded model)."""
+    from mmengine.runner import Runner, load_checkpoint
+    cfg.work_dir = work_dir
+    cfg.load_from = None
+    runner = Runner.from_cfg(cfg)
+    if checkpoint:
+        try:
+            load_checkpoint(runner.model, checkpoint, map_location='cpu', strict=True)
+        except RuntimeError as error:
+            first = str(error).strip().splitlines()[0]
+            raise SystemExit(f'{checkpoint} does not hold the model of {cfg.filename}: {first}')
+    # What Runner.test() does before its loop (the logger hook's paths); the loop then runs
+    # once per budget.
+    runner.call_hook('before_run')
+    return runner
+
+
+def dense_metrics(runner, budget: int) -> Dict[str, float]:
+    """The test loop's metrics with ``budget`` active cores."""
+    runner.model.backbone.active_cores = budget
+    return {k: float(v) for k, v in runner.test_loop.run().items()}
+
+
+def dense_metric(row: Dict[str, float], requested: Optional[str]) -> str:
+    """The metric of a dense sweep to plot: ``requested`` or the first of ``DENSE_METRICS``
+    in the test loop's ``row``; SystemExit naming the metrics there are otherwise."""
+    metric = requested or next((m for m in DENSE_METRICS if m in row), None)
+    if metric not in row:
+        reported = sorted(set(row) - {'active_cores', 'latency_ms', 'gflops'})
+        raise SystemExit(f'--metric {metric!r} is not among the test loop\'s metrics {reported}')
+    return metric
+
+
+def backbone_gflops(backbone: nn.Module, budget: int, img_size: int) -> float:
+    """GFLOPs of one ``img_size`` forward pass with ``budget`` active cores."""
+    default, backbone.active_cores = backbone.active_cores, budget
+    backbone.eval()
+    try:
+        return count_flops(backbone, img_size) / 1e9
+    finally:
+        backbone.active_cores = default
+
+
 def plot(rows: List[dict], metric: str, path: str, title: str) -> None:
     import matplotlib
     matplotlib.use('Agg')
@@ -112,6 +166,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument(
+        '--metric',
+        default=None,
+        help='the dense evaluator\'s metric to plot (default: the first of '
+        f'{", ".join(DENSE_METRICS)} it reports)')
     parser.add_argument('--out', default='work_dirs/elastic_sweep')
     parser.add_argument(
         '--cfg-options',
@@ -130,16 +189,19 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    classifier, dataloader = None, None
+    classifier, dataloader, runner = None, None, None
     if args.model not in BACKBONE_PRESETS and args.images is None:
-        # A classifier config: accuracy on its test set.
         from mmengine.config import Config
         from mmengine.runner import Runner
         cfg = Config.fromfile(args.model)
         cfg.merge_from_dict(args.cfg_options)
-        classifier = build_classifier(cfg, args.checkpoint)
-        dataloader = Runner.build_dataloader(cfg.test_dataloader)
-        backbone = classifier.backbone
+        if 'head' in cfg.model:  # a classifier config: accuracy on its test set
+            classifier = build_classifier(cfg, args.checkpoint)
+            dataloader = Runner.build_dataloader(cfg.test_dataloader)
+            backbone = classifier.backbone
+        else:  # a dense config: its own test loop and evaluator
+            runner = build_test_runner(cfg, args.checkpoint, osp.join(args.out, 'runner'))
+            backbone = runner.model.backbone
     else:
         if args.images is None:
             raise SystemExit('give --images for the feature loss of a preset')
@@ -158,6 +220,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except ValueError as error:
         raise SystemExit(str(error))
 
+    if args.metric and runner is None:
+        raise SystemExit('--metric applies to dense (mmseg / mmdet) configs only')
+    metric = 'top1' if classifier is not None else 'global_loss'
     x_time = torch.randn(1, 3, args.img_size, args.img_size)
     rows = []
     progress = ProgressETA(len(budgets))
@@ -165,14 +230,20 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         with torch.no_grad():
             latency_ms = median_ms(lambda: backbone(x_time, active_cores=budget), args.warmup,
                                    args.repeats)
-        row = dict(active_cores=budget, latency_ms=latency_ms)
+        row = dict(
+            active_cores=budget,
+            latency_ms=latency_ms,
+            gflops=backbone_gflops(backbone, budget, args.img_size))
         if classifier is not None:
             row.update(classifier_metrics(classifier, dataloader, budget))
+        elif runner is not None:
+            row.update(dense_metrics(runner, budget))
         else:
             row.update(feature_loss(backbone, x_eval, budget, budgets[-1]))
+        if not rows and runner is not None:
+            metric = dense_metric(row, args.metric)  # before the other budgets run
         rows.append(row)
         progress.step(', '.join(f'{k} {v:.4g}' for k, v in row.items()))
-    metric = 'top1' if classifier is not None else 'global_loss'
     os.makedirs(args.out, exist_ok=True)
     with open(osp.join(args.out, 'elastic_sweep.json'), 'w') as f:
         json.dump(dict(settings=vars(args), results=rows), f, indent=1)

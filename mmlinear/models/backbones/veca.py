@@ -325,6 +325,24 @@ class VECA(BasePlainBackbone):
         return torch.stack(
             [step.state['core_coords'] for step in self._steps(x, padding_mask, active_cores)])
 
+    def core_tokens(self,
+                    x: Tensor,
+                    padding_mask: Optional[Tensor] = None,
+                    *,
+                    active_cores: Optional[int] = None) -> Tensor:
+        """The cores after every block (for analysis: how they move and spread).
+
+        Args: as :meth:`forward`.
+
+        Returns:
+            Tensor: (L, B, K, C) the residual stream's core tokens after each block (no
+            final norm).
+        """
+        return torch.stack([
+            step.tokens[:, :step.grid.num_extra_tokens]
+            for step in self._steps(x, padding_mask, active_cores)
+        ])
+
     def forward_attention_maps(self,
                                x: Tensor,
                                padding_mask: Optional[Tensor] = None,

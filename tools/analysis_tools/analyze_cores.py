@@ -1,0 +1,227 @@
+"""VECA's cores, looked at: where they move across layers, what each attends to, how isotropic
+they are per layer, and the dense features as colours beside a teacher's.
+
+Writes into ``--out``:
+
+- ``trajectories.png``: per image, every core's RoPE coordinates block by block
+  (``VECA.core_coordinates``) drawn on the image, from a dot (block 0) to a cross (last);
+- ``attention_grid.png``: for the first image, the attention of ``--grid-cores`` cores
+  (rows, evenly spread over the budget, core 0 first) in every block (columns), from
+  ``VECA.forward_attention_maps``;
+- ``isotropy.png``: the cores' isotropy per block (:func:`mmlinear.visualization.core_isotropy`,
+  the effective rank of their spread over its maximum; 1 is isotropic), mean and range over
+  the images;
+- ``pca.png``: the first three principal components of the last block's patch features as
+  RGB (:func:`mmlinear.visualization.pca_rgb`), for VECA and, with ``--teacher``, a timm
+  ViT (the DINOv3 teacher) on the same images;
+- ``cores.json``: the numbers behind the figures.
+
+Example:
+    python tools/analysis_tools/analyze_cores.py configs/demo/veca-demo_shapes-cls.py \\
+        --checkpoint work_dirs/demo/veca-demo_shapes-cls/epoch_20.pth \\
+        --images data/shapes/coco/images/val --max-images 4 --img-size 128 \\
+        --out work_dirs/cores
+"""
+import argparse
+import json
+import os
+import os.path as osp
+from typing import List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from mmengine.config import DictAction
+from torch import Tensor
+
+from mmlinear.apis import build_backbone, input_normalization, list_images, load_images
+from mmlinear.visualization import core_isotropy, pca_rgb, upsample_saliency
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('model', help='a VECA preset (veca-small, ...) or a config file')
+    parser.add_argument('--checkpoint', default=None, help='the backbone or a whole model')
+    parser.add_argument('--images', nargs='+', required=True, help='image files or folders')
+    parser.add_argument('--max-images', type=int, default=4)
+    parser.add_argument('--img-size', type=int, default=224)
+    parser.add_argument('--active-cores', type=int, default=None, help='default: the model\'s')
+    parser.add_argument('--grid-cores', type=int, default=8)
+    parser.add_argument('--teacher', default=None, help='a timm ViT name for the PCA column')
+    parser.add_argument('--teacher-checkpoint', default=None)
+    parser.add_argument(
+        '--teacher-options',
+        nargs='+',
+        action=DictAction,
+        default={},
+        help='more timm.create_model arguments, e.g. embed_dim=64 depth=2')
+    parser.add_argument('--out', default='work_dirs/cores')
+    args = parser.parse_args(argv)
+    if args.img_size < 16:
+        raise SystemExit(f'--img-size must be at least one patch (16), got {args.img_size}')
+    if args.grid_cores < 1:
+        raise SystemExit(f'--grid-cores must be >= 1, got {args.grid_cores}')
+    return args
+
+
+def pixel_xy(coords: Tensor, size: int) -> np.ndarray:
+    """RoPE coordinates in [-1, 1] (the grid's outer edges) to pixels of a ``size`` image."""
+    return ((coords.numpy() + 1) / 2 * size).clip(0, size)
+
+
+def draw_trajectories(images: List[np.ndarray], coords: Tensor, path: str) -> None:
+    """coords: (L, B, K, 2)."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(images), figsize=(3 * len(images), 3), squeeze=False)
+    colours = plt.cm.viridis(np.linspace(0, 1, coords.shape[2]))
+    for b, (ax, image) in enumerate(zip(axes[0], images)):
+        ax.imshow(image)
+        xy = pixel_xy(coords[:, b], image.shape[0])  # (L, K, 2)
+        for k in range(xy.shape[1]):
+            ax.plot(xy[:, k, 0], xy[:, k, 1], color=colours[k], linewidth=0.8)
+            ax.plot(*xy[0, k], 'o', color=colours[k], markersize=2)
+            ax.plot(*xy[-1, k], 'x', color=colours[k], markersize=3)
+        ax.set_title(f'image {b}: {xy.shape[1]} cores, {xy.shape[0]} blocks', fontsize=7)
+        ax.axis('off')
+    save(fig, path)
+
+
+def draw_attention_grid(image: np.ndarray, maps: List[Tensor], cores: Sequence[int],
+                        path: str) -> None:
+    """maps: per block (K, H', W') attention of each core over the patches."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(
+        len(cores), len(maps), figsize=(1.6 * len(maps), 1.6 * len(cores)), squeeze=False)
+    for row, core in enumerate(cores):
+        for column, block in enumerate(maps):
+            ax = axes[row, column]
+            ax.imshow(image)
+            ax.imshow(block[core].numpy(), cmap='magma', alpha=0.6)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if row == 0:
+                ax.set_title(f'block {column}', fontsize=7)
+            if column == 0:
+                ax.set_ylabel(f'core {core}', fontsize=7)
+    save(fig, path)
+
+
+def draw_isotropy(isotropy: Tensor, path: str) -> None:
+    """isotropy: (L, B)."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(4.5, 3))
+    blocks = np.arange(isotropy.shape[0])
+    ax.plot(blocks, isotropy.mean(1).numpy(), marker='o')
+    ax.fill_between(
+        blocks, isotropy.min(1).values.numpy(), isotropy.max(1).values.numpy(), alpha=0.3)
+    ax.set_xlabel('block')
+    ax.set_ylabel('core isotropy (effective rank / max)')
+    ax.set_ylim(0, 1.05)
+    save(fig, path)
+
+
+def draw_pca(images: List[np.ndarray], columns: List[tuple], path: str) -> None:
+    """columns: (title, (B, 3, H, W) colours upsampled to the images)."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(
+        len(images),
+        1 + len(columns),
+        figsize=(2.2 * (1 + len(columns)), 2.2 * len(images)),
+        squeeze=False)
+    for b, image in enumerate(images):
+        axes[b, 0].imshow(image)
+        for c, (title, colours) in enumerate(columns, start=1):
+            axes[b, c].imshow(colours[b].permute(1, 2, 0).numpy())
+            if b == 0:
+                axes[b, c].set_title(title, fontsize=7)
+    for ax in axes.flat:
+        ax.axis('off')
+    save(fig, path)
+
+
+def save(fig, path: str) -> None:
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def spread_cores(budget: int, count: int) -> List[int]:
+    """``count`` core indices evenly spread over ``budget``, core 0 (the global one) first."""
+    return sorted({round(i * (budget - 1) / max(count - 1, 1)) for i in range(min(count, budget))})
+
+
+def teacher_features(args: argparse.Namespace, x: Tensor) -> Tensor:
+    from mmlinear.models import TimmViTFeatures
+    teacher = TimmViTFeatures(
+        args.teacher,
+        checkpoint_path=args.teacher_checkpoint,
+        model_kwargs=dict(args.teacher_options, dynamic_img_pad=True)).eval()
+    with torch.no_grad():
+        return teacher(x)[-1]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('mmlinear_analyze_cores', log_level='WARNING')
+    try:
+        backbone = build_backbone(args.model, dict(out_type='featmap'), args.checkpoint)
+    except (RuntimeError, ValueError) as error:  # a checkpoint of another model, a bad name
+        raise SystemExit(f'cannot load {args.model} with {args.checkpoint}: '
+                         f'{str(error).strip().splitlines()[0]}')
+    if not hasattr(backbone, 'core_coordinates'):
+        raise SystemExit(f'{args.model} builds a {type(backbone).__name__}, not VECA: the core '
+                         f'analyses need VECA\'s cores')
+    backbone.eval()
+    if args.active_cores is not None:
+        try:
+            backbone.active_cores = args.active_cores  # checked by the backbone
+        except ValueError as error:
+            raise SystemExit(str(error))
+    budget = backbone.active_cores
+    files = list_images(args.images, args.max_images)
+    x, images = load_images(files, args.img_size, *input_normalization(args.model))
+    with torch.no_grad():
+        coords = backbone.core_coordinates(x, active_cores=budget)  # (L, B, K, 2)
+        cores = backbone.core_tokens(x, active_cores=budget)  # (L, B, K, C)
+        attention = backbone.forward_attention_maps(x, active_cores=budget)
+        features = backbone(x, active_cores=budget)[-1]
+    hw = features.shape[-2:]
+    grid = spread_cores(budget, args.grid_cores)
+    # Per block, every core's attention over the patches of image 0, averaged over heads.
+    maps = [
+        upsample_saliency(a[0].mean(0)[:, budget:].reshape(budget, *hw), x.shape[-2:])
+        for a in attention
+    ]
+    isotropy = core_isotropy(cores)  # (L, B)
+    columns = [(f'{osp.splitext(osp.basename(args.model))[0]} (K = {budget})', features)]
+    if args.teacher:
+        columns.append((args.teacher, teacher_features(args, x)))
+    columns = [(title, F.interpolate(pca_rgb(f), size=x.shape[-2:], mode='nearest'))
+               for title, f in columns]
+
+    os.makedirs(args.out, exist_ok=True)
+    draw_trajectories(images, coords, osp.join(args.out, 'trajectories.png'))
+    draw_attention_grid(images[0], maps, grid, osp.join(args.out, 'attention_grid.png'))
+    draw_isotropy(isotropy, osp.join(args.out, 'isotropy.png'))
+    draw_pca(images, columns, osp.join(args.out, 'pca.png'))
+    displacement = (coords[-1] - coords[0]).norm(dim=-1)  # (B, K), in coordinate units
+    result = dict(
+        settings=vars(args),
+        images=files,
+        active_cores=budget,
+        grid_cores=grid,
+        isotropy_per_block=isotropy.mean(1).tolist(),
+        isotropy_per_block_and_image=isotropy.tolist(),
+        mean_core_displacement=float(displacement.mean()),
+        core_coordinates=coords.tolist())
+    with open(osp.join(args.out, 'cores.json'), 'w') as f:
+        json.dump(result, f)
+    print('isotropy per block: ' + ', '.join(f'{v:.3f}' for v in result['isotropy_per_block']))
+    print(f'wrote trajectories.png, attention_grid.png, isotropy.png, pca.png and cores.json '
+          f'to {args.out}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,6 +1,6 @@
 """What the tools share: building models by name, reading images, counting FLOPs, setting up
-runs, converting ViT checkpoints to InfViT, running one image through a trained model,
-segmenting a whole image of any size (where mmseg is installed), and (in
+runs and running a config's test loop, converting ViT checkpoints to InfViT, running one image
+through a trained model, segmenting a whole image of any size (where mmseg is installed), and (in
 :mod:`mmlinear.apis.benchmark`) measuring speed and memory.
 
 This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the scripts in
@@ -14,18 +14,21 @@ from .images import IMAGE_EXTENSIONS, list_images, load_images
 from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backbone_config,
                             build_backbone, build_classifier, input_normalization)
 from .runner_setup import (SCOPES, add_common_arguments, check_dataset_paths, close_launcher,
-                           enable_amp, fix_dataloaders, load_config, parse_tool_args,
-                           prepare_launcher, set_work_dir, toolbox_scope, torchrun_attempt)
+                           enable_amp, fix_dataloaders, load_config, pair_checkpoints,
+                           parse_tool_args, prepare_launcher, set_work_dir, toolbox_scope,
+                           torchrun_attempt)
+from .test_runner import build_test_runner, run_test_loop
 from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 
 __all__ = [
     'BACKBONE_PRESETS', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS',
     'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES', 'add_common_arguments',
-    'backbone_config', 'build_backbone', 'build_classifier', 'check_dataset_paths',
-    'close_launcher', 'convert_vit_checkpoint', 'count_attention_interactions', 'count_flops',
-    'count_params', 'count_patch_tokens', 'detect_task', 'enable_amp', 'fix_dataloaders',
-    'infer_image', 'input_normalization', 'list_images', 'load_config', 'load_images',
-    'parse_tool_args', 'prepare_launcher', 'save_converted', 'set_work_dir', 'toolbox_scope',
+    'backbone_config', 'build_backbone', 'build_classifier', 'build_test_runner',
+    'check_dataset_paths', 'close_launcher', 'convert_vit_checkpoint',
+    'count_attention_interactions', 'count_flops', 'count_params', 'count_patch_tokens',
+    'detect_task', 'enable_amp', 'fix_dataloaders', 'infer_image', 'input_normalization',
+    'list_images', 'load_config', 'load_images', 'pair_checkpoints', 'parse_tool_args',
+    'prepare_launcher', 'run_test_loop', 'save_converted', 'set_work_dir', 'toolbox_scope',
     'torchrun_attempt'
 ]
 

@@ -40,6 +40,28 @@ def parse_tool_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return args
 
 
+def pair_checkpoints(models: Sequence[str],
+                     checkpoints: Optional[Sequence[str]]) -> List[Optional[str]]:
+    """One checkpoint per model from a tool's ``--checkpoints`` ('none' or no list: None).
+
+    Args:
+        models (Sequence[str]): The ``--models`` given.
+        checkpoints (Sequence[str], optional): The ``--checkpoints`` given.
+
+    Returns:
+        list[str | None]: A path or None per model.
+
+    Raises:
+        ValueError: If the two lists differ in length.
+    """
+    if checkpoints is None:
+        return [None] * len(models)
+    if len(checkpoints) != len(models):
+        raise ValueError(f'--checkpoints needs one entry per model ({len(models)}), got '
+                         f'{len(checkpoints)}')
+    return [None if c == 'none' else c for c in checkpoints]
+
+
 def load_config(path: str, cfg_options: Optional[dict] = None) -> Config:
     """Load a config (``mmlinear`` must be imported first for ``mmlinear::`` bases).
 

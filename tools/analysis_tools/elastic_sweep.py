@@ -34,8 +34,9 @@ import torch.nn.functional as F
 from mmengine.config import DictAction
 from torch import Tensor, nn
 
-from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, count_flops,
-                           input_normalization, list_images, load_images)
+from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, build_test_runner,
+                           count_flops, input_normalization, list_images, load_images,
+                           run_test_loop)
 from mmlinear.apis.benchmark import median_ms
 from mmlinear.utils.progress import ProgressETA
 
@@ -84,31 +85,6 @@ def classifier_metrics(model: nn.Module, dataloader, budget: int) -> Dict[str, f
 
 #: The metric a dense sweep plots, the first of these that its evaluator reports.
 DENSE_METRICS = ('mIoU', 'rmse', 'coco/segm_mAP', 'coco/bbox_mAP')
-
-
-def build_test_runner(cfg, checkpoint: Optional[str], work_dir: str):
-    """An mmengine Runner of a dense config for its test loop, the checkpoint loaded
-    strictly (a checkpoint of another model is an error, not a half-loaded model)."""
-    from mmengine.runner import Runner, load_checkpoint
-    cfg.work_dir = work_dir
-    cfg.load_from = None
-    runner = Runner.from_cfg(cfg)
-    if checkpoint:
-        try:
-            load_checkpoint(runner.model, checkpoint, map_location='cpu', strict=True)
-        except RuntimeError as error:
-            first = str(error).strip().splitlines()[0]
-            raise SystemExit(f'{checkpoint} does not hold the model of {cfg.filename}: {first}')
-    # What Runner.test() does before its loop (the logger hook's paths); the loop then runs
-    # once per budget.
-    runner.call_hook('before_run')
-    return runner
-
-
-def dense_metrics(runner, budget: int) -> Dict[str, float]:
-    """The test loop's metrics with ``budget`` active cores."""
-    runner.model.backbone.active_cores = budget
-    return {k: float(v) for k, v in runner.test_loop.run().items()}
 
 
 def dense_metric(row: Dict[str, float], requested: Optional[str]) -> str:
@@ -200,7 +176,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             dataloader = Runner.build_dataloader(cfg.test_dataloader)
             backbone = classifier.backbone
         else:  # a dense config: its own test loop and evaluator
-            runner = build_test_runner(cfg, args.checkpoint, osp.join(args.out, 'runner'))
+            try:
+                runner = build_test_runner(cfg, args.checkpoint, osp.join(args.out, 'runner'))
+            except ValueError as error:  # another model's checkpoint
+                raise SystemExit(str(error))
             backbone = runner.model.backbone
     else:
         if args.images is None:
@@ -237,7 +216,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if classifier is not None:
             row.update(classifier_metrics(classifier, dataloader, budget))
         elif runner is not None:
-            row.update(dense_metrics(runner, budget))
+            runner.model.backbone.active_cores = budget
+            row.update(run_test_loop(runner))
         else:
             row.update(feature_loss(backbone, x_eval, budget, budgets[-1]))
         if not rows and runner is not None:

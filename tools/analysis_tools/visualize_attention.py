@@ -27,7 +27,8 @@ import numpy as np
 from PIL import Image
 from torch import Tensor
 
-from mmlinear.apis import build_backbone, input_normalization, list_images, load_images
+from mmlinear.apis import (build_backbone, input_normalization, list_images, load_images,
+                           pair_checkpoints)
 from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
 
 
@@ -90,9 +91,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--active-cores', type=int, default=None, help='VECA only: the core budget of the maps')
     parser.add_argument('--out', default='work_dirs/attention_maps.png')
     args = parser.parse_args(argv)
-    if args.checkpoints and len(args.checkpoints) != len(args.models):
-        raise SystemExit(f'--checkpoints needs one entry per model ({len(args.models)}), '
-                         f'got {len(args.checkpoints)}')
+    try:
+        args.checkpoints = pair_checkpoints(args.models, args.checkpoints)
+    except ValueError as error:
+        raise SystemExit(str(error))
     return args
 
 
@@ -102,11 +104,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     MMLogger.get_instance('mmlinear_visualize', log_level='WARNING')
 
     files = list_images(args.images, args.max_images)
-    checkpoints = args.checkpoints or ['none'] * len(args.models)
     columns, images = [], None
     budgets_set = 0
-    for model, checkpoint in zip(args.models, checkpoints):
-        backbone = build_backbone(model, checkpoint=None if checkpoint == 'none' else checkpoint)
+    for model, checkpoint in zip(args.models, args.checkpoints):
+        backbone = build_backbone(model, checkpoint=checkpoint)
         kind = getattr(backbone, 'attn_type', type(backbone).__name__)
         if args.active_cores is not None and hasattr(type(backbone), 'active_cores'):
             backbone.active_cores = args.active_cores  # validated by the backbone
@@ -115,7 +116,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         x, images = load_images(files, args.img_size, *input_normalization(model))
         saliency = attention_saliency(backbone, x, args.layer, args.query)
         name = osp.splitext(osp.basename(model))[0]
-        weights = 'random' if checkpoint == 'none' else 'trained'
+        weights = 'random' if checkpoint is None else 'trained'
         columns.append((f'{name}\n{kind}, layer {args.layer}, {weights}',
                         minmax(upsample_saliency(saliency, x.shape[-2:]))))
     if args.active_cores is not None and not budgets_set:

@@ -167,3 +167,32 @@ def test_trains_the_head_only_and_validates(config, tmp_path):
     metrics = runner.val_loop.run()
     expected = 'rmse' if dataset == 'nyu-depth' else 'mIoU'
     assert np.isfinite(metrics[expected])
+
+
+DEMO = 'demo/linear-probe_veca-demo-frozen_shapes-ade.py'
+
+
+def test_demo_probes_the_frozen_classification_demo_backbone(tiny_data, tmp_path):
+    from mmlinear.apis import build_classifier
+    torch.manual_seed(0)
+    classifier = build_classifier(osp.join(REPO_ROOT, 'configs', 'demo', 'veca-demo_shapes-cls.py'))
+    checkpoint = str(tmp_path / 'classifier.pth')
+    torch.save({'state_dict': classifier.state_dict()}, checkpoint)
+    cfg = Config.fromfile(osp.join(REPO_ROOT, 'configs', DEMO))
+    assert cfg.model.backbone.init_cfg.checkpoint == (
+        'work_dirs/demo/veca-demo_shapes-cls/epoch_20.pth')
+    cfg.model.backbone.init_cfg.checkpoint = checkpoint
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        cfg[loader].update(num_workers=0, persistent_workers=False)
+        cfg[loader].dataset.data_root = f'{tiny_data}/ade'
+    cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=3, val_interval=3)
+    cfg.param_scheduler = []
+    cfg.default_hooks.checkpoint = None
+    cfg.work_dir = str(tmp_path / 'work')
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    # The classifier's backbone, loaded through the 'backbone.' prefix, and left as it was.
+    trained = runner.model.backbone.state_dict()
+    for name, value in classifier.backbone.state_dict().items():
+        assert torch.equal(trained[name], value), name
+    assert np.isfinite(runner.val_loop.run()['mIoU'])

@@ -2,6 +2,7 @@
 from typing import List, Union
 
 from mmcv.cnn import build_norm_layer
+from mmengine.registry import DefaultScope
 from mmseg.models.decode_heads.decode_head import BaseDecodeHead
 from torch import Tensor
 
@@ -36,8 +37,11 @@ class LinearHead(BaseDecodeHead):
                  dropout_ratio: float = 0.,
                  **kwargs) -> None:
         channels = sum(in_channels) if isinstance(in_channels, (list, tuple)) else in_channels
-        super().__init__(
-            in_channels, channels, norm_cfg=norm_cfg, dropout_ratio=dropout_ratio, **kwargs)
+        # mmseg builds ``loss_decode`` in the current default scope; a head built directly
+        # (or under mmdet's or mmpretrain's scope) must still find mmseg's losses.
+        with DefaultScope.overwrite_default_scope('mmseg'):
+            super().__init__(
+                in_channels, channels, norm_cfg=norm_cfg, dropout_ratio=dropout_ratio, **kwargs)
         self.bn = build_norm_layer(norm_cfg, channels)[1]
 
     def forward(self, inputs: List[Tensor]) -> Tensor:

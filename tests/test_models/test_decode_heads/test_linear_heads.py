@@ -1,6 +1,7 @@
 """mmlinear.LinearHead and LinearDepthHead: the linear probes of the frozen dense evaluations."""
 import pytest
 import torch
+from mmengine.registry import init_default_scope
 from mmengine.structures import PixelData
 from mmseg.structures import SegDataSample
 
@@ -32,6 +33,8 @@ def test_linear_head_concatenates_several_levels():
 
 
 def depth_head(**kwargs):
+    # Built under another toolbox's default scope, as a test run before may leave it.
+    init_default_scope('mmdet')
     torch.manual_seed(0)
     return LinearDepthHead(in_channels=8, num_bins=5, min_depth=1., max_depth=5., **kwargs)
 

@@ -88,17 +88,26 @@ def small_config(config: str, data_root: str, work_dir: str) -> Config:
         backbone.checkpoint_path = None
         backbone.model_kwargs.update(embed_dim=64, depth=2, num_heads=2)
     cfg.model.decode_head.update(in_channels=64, norm_cfg=dict(type='BN', requires_grad=True))
+    short_run(cfg, data_root, work_dir)
+    return cfg
+
+
+def short_run(cfg: Config, data_root: str, work_dir: str) -> None:
+    """3 training iterations then validation, in this process, on the data under
+    ``data_root``."""
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         cfg[loader].num_workers = 0
     train = cfg.train_dataloader.dataset
-    for dataset in [cfg.val_dataloader.dataset, *train.get('datasets', [train])]:
+    for dataset in [
+            cfg.val_dataloader.dataset, cfg.test_dataloader.dataset,
+            *train.get('datasets', [train])
+    ]:
         dataset.data_root = data_root  # VOC aug trains on a ConcatDataset of two
     cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=3, val_interval=3)
     cfg.param_scheduler = []
     cfg.default_hooks.checkpoint = None
     cfg.work_dir = work_dir
     fix_dataloaders(cfg)
-    return cfg
 
 
 def test_every_dataset_has_a_veca_and_a_dinov3_config():
@@ -182,13 +191,7 @@ def test_demo_probes_the_frozen_classification_demo_backbone(tiny_data, tmp_path
     assert cfg.model.backbone.init_cfg.checkpoint == (
         'work_dirs/demo/veca-demo_shapes-cls/epoch_20.pth')
     cfg.model.backbone.init_cfg.checkpoint = checkpoint
-    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        cfg[loader].update(num_workers=0, persistent_workers=False)
-        cfg[loader].dataset.data_root = f'{tiny_data}/ade'
-    cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=3, val_interval=3)
-    cfg.param_scheduler = []
-    cfg.default_hooks.checkpoint = None
-    cfg.work_dir = str(tmp_path / 'work')
+    short_run(cfg, f'{tiny_data}/ade', str(tmp_path / 'work'))
     runner = Runner.from_cfg(cfg)
     runner.train()
     # The classifier's backbone, loaded through the 'backbone.' prefix, and left as it was.

@@ -216,7 +216,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if classifier is not None:
             row.update(classifier_metrics(classifier, dataloader, budget))
         elif runner is not None:
-            runner.model.backbone.active_cores = budget
+            backbone.active_cores = budget  # the runner's model runs it at this budget
             row.update(run_test_loop(runner))
         else:
             row.update(feature_loss(backbone, x_eval, budget, budgets[-1]))

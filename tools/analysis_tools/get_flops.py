@@ -108,11 +108,11 @@ def measure(models: Sequence[str],
         model.eval()  # some backbones' train() returns None, so no chaining
         params = count_params(model)
         for budget in budgets[name]:
-            call_kwargs = {} if budget is None else dict(active_cores=budget)
             if budget is not None:
-                model.active_cores = budget  # checked by the setter; count_flops calls forward
+                # Checked by the setter; the counts and forward below all use the default.
+                model.active_cores = budget
             for resolution in resolutions:
-                per_layer = count_attention_interactions(model, resolution, **call_kwargs)
+                per_layer = count_attention_interactions(model, resolution)
                 num_patches = count_patch_tokens(model, resolution)
                 flops = count_flops(model, resolution)
                 rows.append(

@@ -554,17 +554,30 @@ class BasePlainBackbone(BaseModule):
         token_padding_mask = None
         if padding_mask is not None:
             token_padding_mask = pixel_to_token_mask(padding_mask, p).to(weight.device)
-        stream = TokenStream(B, self._grid_shape(image.shape), self.embed_dims, weight.dtype,
-                             weight.device, token_padding_mask, chunk_rows,
-                             self.stream_row_alignment, buffer, buffer_dir)
+        grid_shape = self._grid_shape(image.shape)
+        # The bar counts patch rows: the embedding's pass, then every pass of every block.
+        passes = 1 + sum(block.stream_passes for block in self.blocks)
         outs = []
-        with torch.no_grad(), BandProgress(self.num_layers + 1, progress) as bar:
+        with torch.no_grad(), BandProgress(
+                passes * grid_shape[0], progress, label='streamed forward, patch rows') as bar:
+            stream = TokenStream(
+                B,
+                grid_shape,
+                self.embed_dims,
+                weight.dtype,
+                weight.device,
+                token_padding_mask,
+                chunk_rows,
+                self.stream_row_alignment,
+                buffer,
+                buffer_dir,
+                on_rows=bar.advance)
+            bar.describe('embedding')
             state = self._stream_embed(image, stream, **kwargs)
-            bar.advance('embedding')
             for index, block in enumerate(self.blocks):
+                bar.describe(f'block {index + 1}/{self.num_layers}')
                 named, state = self._stream_block_inputs(index, stream, state)
                 block.forward_streamed(stream, **named)
                 if index in self.out_indices:
                     outs.append(self._streamed_output(stream, index == self.num_layers - 1))
-                bar.advance(f'block {index + 1}/{self.num_layers}')
         return tuple(outs)

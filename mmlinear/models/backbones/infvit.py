@@ -247,7 +247,7 @@ class InfViT(BasePlainBackbone):
                                  valid_shapes, self.interpolate_mode, self.num_extra_tokens)
         B = image.shape[0]
         stream.extra = self.cls_token.expand(B, -1, -1) + pos_embed.extra
-        for start, stop in stream.bands:
+        for start, stop in stream.pass_bands():
             tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
             stream.write(start, stop, tokens + pos_embed.rows(start, stop))
         return {}

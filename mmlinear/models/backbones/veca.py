@@ -227,7 +227,7 @@ class VECA(BasePlainBackbone):
         patches' RoPE angles are computed per band when a block needs them."""
         num_cores = self._num_cores(active_cores)
         B = image.shape[0]
-        for start, stop in stream.bands:
+        for start, stop in stream.pass_bands():
             tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
             stream.write(start, stop, tokens)
         num_chunks = num_cores // self.core_chunk_size

@@ -79,6 +79,12 @@ class InfViTBlock(nn.Module):
         """Query-key pairs per head and image: :meth:`InfSAAttention.interactions`."""
         return self.attn.interactions(num_patches, num_extra_tokens)
 
+    @property
+    def stream_passes(self) -> int:
+        """int: Passes of :meth:`forward_streamed` over the patch rows: the two sums of
+        Linear-InfSA and the update (3), or the update alone without attention (1)."""
+        return 3 if self.attn.attn_type == 'linear' else 1
+
     def forward_streamed(self, stream: TokenStream) -> None:
         """The block over a token stream, band by band, in place (inference only).
 

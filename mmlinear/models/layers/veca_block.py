@@ -76,6 +76,10 @@ class VECABlock(nn.Module):
         """Query-key pairs per head and image: :meth:`CorePeripheryAttention.interactions`."""
         return self.attn.interactions(num_patches, num_extra_tokens)
 
+    #: Passes of :meth:`forward_streamed` over the patch rows: one serves the cores' online
+    #: softmax and the patches' attention to the cores.
+    stream_passes = 1
+
     def _add_mlp(self, x: Tensor) -> Tensor:
         """``x + fc2(SwiGLU(fc1(norm_ffn(x))))``: the second half of the block, per token."""
         return x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))
@@ -106,7 +110,7 @@ class VECABlock(nn.Module):
         q_cores, k_cores, v_cores = attn.project_tokens(self.norm_attn(cores), *core_rope)
         core_attention = OnlineCoreAttention(q_cores)
         core_attention.add(k_cores, v_cores)
-        for start, stop in stream.bands:
+        for start, stop in stream.pass_bands():
             tokens = stream.read(start, stop)
             q, k, v = attn.project_tokens(self.norm_attn(tokens), *patch_rope(start, stop))
             core_attention.add(k, v, stream.mask(start, stop))

@@ -62,6 +62,12 @@ class WeightFormerBlock(nn.Module):
         """
         return 0
 
+    @property
+    def stream_passes(self) -> int:
+        """int: Passes of :meth:`forward_streamed` over the patch rows: dynamic, the pooling,
+        the convolution and the dynamic linear layer (3); static, one."""
+        return 3 if self.dynamic else 1
+
     def _static_dwconv(self, x_map: Tensor) -> Tensor:
         """The static block's depthwise convolution ``dwc`` of a (B, C, H', W') map.
 

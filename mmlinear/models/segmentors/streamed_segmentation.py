@@ -281,15 +281,17 @@ class StreamedSegmentation:
             head = self._head_bands(map_shape, read_map)
             bands = list(self.image_bands(shape, head_rows))
             with BandProgress(len(bands) + 1, progress, label='decode head') as bar:
+                bar.describe('pyramid pooling')
                 head.pool(head_rows)
-                bar.advance('pyramid pooling')
+                bar.advance()
                 finest = head.shapes[0]
                 align = self.decode_head.align_corners
                 for index, (rows, finest_rows) in enumerate(bands):
+                    bar.describe(f'band {index + 1}/{len(bands)}')
                     logits = head.logits(finest_rows)
                     yield rows, resize_band(logits, finest_rows[0], rows, finest[0],
                                             (shape[2], shape[3]), align)
-                    bar.advance(f'band {index + 1}/{len(bands)}')
+                    bar.advance()
 
 
 def check_head_rows(head_rows: int) -> None:

@@ -1,4 +1,4 @@
-"""The progress bar of a streamed forward: layers done, elapsed time and ETA."""
+"""The progress bar of a streamed run: steps done (patch rows, head bands), elapsed time, ETA."""
 import time
 from typing import Callable, Optional
 
@@ -10,8 +10,11 @@ SHOW_AFTER_S = 3.0
 
 
 class BandProgress:
-    """A rich progress bar over the steps of a streamed forward (the embedding, then each
-    block: every step is one pass of the whole image through one layer).
+    """A rich progress bar over the steps of a streamed run.
+
+    A streamed backbone counts patch rows: every pass of a layer over the image adds the
+    grid's rows band by band, so the bar and its ETA move within a layer, not once per layer.
+    The streamed decode head counts its bands.
 
     Args:
         total (int): Steps.
@@ -31,6 +34,7 @@ class BandProgress:
         self.label = label
         self.enabled = enabled
         self.done = 0
+        self.description = ''
         self.clock = clock
         self.start = clock()
         self._bar: Optional[Progress] = None
@@ -49,14 +53,24 @@ class BandProgress:
         self._bar = Progress(
             TextColumn(f'{self.label}: {{task.description}}'), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TimeRemainingColumn())
-        self._task = self._bar.add_task('', total=self.total, completed=self.done)
+        self._task = self._bar.add_task(self.description, total=self.total, completed=self.done)
         self._bar.start()
 
-    def advance(self, description: str) -> None:
-        """Count one finished step, described as ``description``."""
-        self.done += 1
+    def describe(self, description: str) -> None:
+        """Name the part that runs now (shown beside the bar)."""
+        self.description = description
+        self._refresh()
+
+    def advance(self, steps: int = 1, description: Optional[str] = None) -> None:
+        """Count ``steps`` finished steps, and name the part that runs now if given."""
+        self.done += steps
+        if description is not None:
+            self.description = description
+        self._refresh()
+
+    def _refresh(self) -> None:
         if self._bar is None and self.enabled is None and \
                 self.clock() - self.start >= SHOW_AFTER_S:
             self._show()
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.done, description=description)
+            self._bar.update(self._task, completed=self.done, description=self.description)

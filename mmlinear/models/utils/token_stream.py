@@ -1,7 +1,7 @@
 """The residual stream of a streamed backbone forward, held in memory or in a mapped file and
 visited in bands of token-grid rows."""
 import tempfile
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -111,6 +111,9 @@ class TokenStream:
         align (int): The band alignment (see :func:`row_bands`). Defaults to 1.
         buffer (str): 'memory' or 'disk'. Defaults to 'memory'.
         buffer_dir (str, optional): The folder of a 'disk' buffer. Defaults to None.
+        on_rows (Callable[[int], None], optional): Called with a band's height once a pass
+            (:meth:`pass_bands`, :meth:`segments`) has finished it: a progress bar counts
+            patch rows with it. Defaults to None.
     """
 
     def __init__(self,
@@ -123,8 +126,10 @@ class TokenStream:
                  chunk_rows: int,
                  align: int = 1,
                  buffer: str = 'memory',
-                 buffer_dir: Optional[str] = None) -> None:
+                 buffer_dir: Optional[str] = None,
+                 on_rows: Optional[Callable[[int], None]] = None) -> None:
         self.hw_shape = tuple(hw_shape)
+        self.on_rows = on_rows
         self.dtype = dtype
         self.device = device
         self.buffer = buffer
@@ -145,8 +150,20 @@ class TokenStream:
         """
         if self.extra is not None:
             yield None, self.extra, None
-        for start, stop in self.bands:
+        for start, stop in self.pass_bands():
             yield (start, stop), self.read(start, stop), self.mask(start, stop)
+
+    def pass_bands(self) -> Iterator[Tuple[int, int]]:
+        """The bands of one pass of a layer over the patch rows, each reported to
+        ``on_rows`` when the pass moves on to the next (so after its work).
+
+        Yields:
+            tuple[int, int]: (start, stop) grid rows.
+        """
+        for start, stop in self.bands:
+            yield start, stop
+            if self.on_rows is not None:
+                self.on_rows(stop - start)
 
     def put(self, band: Optional[Tuple[int, int]], tokens: Tensor) -> None:
         """Replace the tokens of a segment of :meth:`segments` (None: the extra tokens)."""

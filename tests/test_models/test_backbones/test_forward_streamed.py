@@ -135,6 +135,52 @@ def test_streamed_forward_covers_the_attention_options(options):
     assert_streamed_equals_whole(infvit(**options), image(), chunk_rows=2)
 
 
+class RecordingProgress:
+    """Stands in for BandProgress: records the total, and the rows counted when each part
+    of the run begins."""
+    runs = []
+
+    def __init__(self, total, enabled=None, label=''):
+        self.total, self.done, self.starts = total, 0, []
+        RecordingProgress.runs.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        pass
+
+    def describe(self, description):
+        self.starts.append((description, self.done))
+
+    def advance(self, steps=1, description=None):
+        self.done += steps
+
+
+@pytest.mark.parametrize('build', [
+    infvit, lambda: infvit(attn_type='none'), weightformer, veca,
+    lambda: veca(out_type='featmap', out_indices=(1, ))
+])
+@pytest.mark.parametrize('chunk_rows', [1, 3])
+def test_progress_counts_every_pass_of_every_layer_in_patch_rows(monkeypatch, build, chunk_rows):
+    """The bar's total is the grid's rows times the passes the blocks declare, and each block
+    starts exactly where the rows its predecessors counted end: a block whose declared passes
+    differ from the passes it makes moves the next block's start."""
+    monkeypatch.setattr('mmlinear.models.backbones.base_plain_backbone.BandProgress',
+                        RecordingProgress)
+    RecordingProgress.runs.clear()
+    model = build()
+    model.forward_streamed(image((1, 3, 77, 61)), chunk_rows=chunk_rows)
+    (bar, ) = RecordingProgress.runs
+    rows = 10  # ceil(77 / 8)
+    expected_starts, done = [('embedding', 0)], rows
+    for index, block in enumerate(model.blocks):
+        expected_starts.append((f'block {index + 1}/{model.num_layers}', done))
+        done += block.stream_passes * rows
+    assert bar.starts == expected_starts
+    assert bar.done == bar.total == done
+
+
 def test_native_grid_and_attached_mask():
     """At the table's own grid no interpolation happens; a mask attached to the tensor by the
     data preprocessors is found as forward finds it."""

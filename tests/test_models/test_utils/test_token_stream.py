@@ -52,6 +52,27 @@ def test_stream_reads_and_writes_bands_of_rows():
         stream.read(3, 5)
 
 
+def test_stream_reports_each_band_of_a_pass_after_its_work():
+    reported = []
+    stream = TokenStream(
+        1, (5, 2),
+        2,
+        torch.float32,
+        torch.device('cpu'),
+        None,
+        chunk_rows=2,
+        on_rows=reported.append)
+    for start, stop in stream.pass_bands():
+        assert sum(reported) == start  # the band in hand is not counted yet
+    assert reported == [2, 2, 1]
+    stream.extra = torch.ones(1, 1, 2)
+    for _ in stream.segments():
+        pass
+    assert reported == [2, 2, 1] * 2  # the extra tokens are not rows
+    stream.read(0, 5)
+    assert len(reported) == 6  # reads outside a pass (halo rows, outputs) are not counted
+
+
 def test_image_rows_read_numpy_and_tensors_alike():
     array = np.random.default_rng(0).standard_normal((1, 3, 9, 4)).astype(np.float32)
     rows = ImageRows(array, 3).read(2, 5, torch.device('cpu'), torch.float64)
@@ -76,13 +97,16 @@ def test_token_mask_of_a_mask_taller_than_a_reduction_band_is_exact():
 
 def test_progress_shows_only_when_asked_or_after_a_while():
     clock = iter([0.0, 1.0, 10.0])
-    with BandProgress(3, None, clock=lambda: next(clock)) as bar:
-        bar.advance('a')  # 1 s: still hidden
+    with BandProgress(30, None, clock=lambda: next(clock)) as bar:
+        bar.advance(4, 'block 1/2')  # 1 s: still hidden
         assert bar._bar is None
-        bar.advance('b')  # 10 s: shown
-        assert bar._bar is not None and bar.done == 2
+        bar.advance(6)  # 10 s: shown, with the part last named
+        assert bar._bar is not None and bar.done == 10
+        assert bar._bar.tasks[0].completed == 10
+        assert bar._bar.tasks[0].description == 'block 1/2'
     with BandProgress(2, False, clock=lambda: 100.0) as bar:
-        bar.advance('a')
-        assert bar._bar is None
+        bar.describe('a')
+        bar.advance()
+        assert bar._bar is None and bar.done == 1
     with BandProgress(2, True, clock=lambda: 0.0) as bar:
         assert bar._bar is not None

@@ -5,6 +5,8 @@ from typing import List, Optional
 import torch
 from torch import nn
 
+from mmlinear.models.utils import patch_grid
+
 
 def count_params(model: nn.Module) -> int:
     """Number of parameters (trainable or not) of ``model``.
@@ -87,7 +89,5 @@ def count_patch_tokens(model: nn.Module, resolution: int) -> int:
     Returns:
         int: N.
     """
-    patch = getattr(model, 'patch_size', None)
-    if patch is None:
-        patch = model.patch_embed.projection.stride[0]
-    return (-(-resolution // patch))**2
+    grid_h, grid_w = patch_grid(model, (resolution, resolution))
+    return grid_h * grid_w

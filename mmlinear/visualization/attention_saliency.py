@@ -20,22 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mmlinear.models.layers import DynamicDWConv
+from mmlinear.models.utils import patch_grid
 
 QUERY_MODES = ('mean', 'first')
-
-
-def patch_grid(backbone: nn.Module, image_hw: Tuple[int, int]) -> Tuple[int, int]:
-    """The patch-token grid of an input (patch embeddings pad to whole patches).
-
-    Args:
-        backbone (nn.Module): A backbone with a ``patch_size`` attribute (16 without one).
-        image_hw (tuple[int, int]): The input's (H, W) in pixels.
-
-    Returns:
-        tuple[int, int]: (ceil(H / p), ceil(W / p)).
-    """
-    patch = getattr(backbone, 'patch_size', 16)
-    return -(-image_hw[0] // patch), -(-image_hw[1] // patch)
 
 
 def _attention_saliency(backbone: nn.Module, x: Tensor, layer: int, query: str,

@@ -40,8 +40,9 @@ from PIL import Image
 from torch import Tensor, nn
 
 from mmlinear.apis import IMAGENET_MEAN, IMAGENET_STD, build_classifier, list_images, load_images
+from mmlinear.models.utils import patch_grid
 from mmlinear.utils.progress import ProgressETA
-from mmlinear.visualization import QUERY_MODES, attention_saliency, patch_grid, upsample_saliency
+from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
 
 ORDERS = ('morf', 'lerf')
 

@@ -8,7 +8,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..utils import (check_choice, check_frozen_stages, freeze, masked_mean, normalize_indices,
-                     pixel_to_token_mask, resolve_arch, resolve_padding_mask, tokens_to_map)
+                     patch_grid, pixel_to_token_mask, resolve_arch, resolve_padding_mask,
+                     tokens_to_map)
 from ..utils.band_progress import BandProgress
 from ..utils.image_rows import ImageRows
 from ..utils.stream_memory import GB, StreamedMemory
@@ -419,8 +420,7 @@ class BasePlainBackbone(BaseModule):
 
     def _grid_shape(self, image_shape: Sequence[int]) -> Tuple[int, int]:
         """(H', W'), the token grid of (B, C_in, H, W) images (partial patches count)."""
-        p = self.patch_size
-        return -(-image_shape[2] // p), -(-image_shape[3] // p)
+        return patch_grid(self, image_shape[2:])
 
     def _check_streamable(self) -> None:
         """Raise a ValueError naming what streams when this configuration cannot."""

@@ -2,7 +2,43 @@
 from typing import Optional, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+
+def patch_size_of(model: nn.Module) -> int:
+    """The patch size p of a plain ViT-like backbone.
+
+    Args:
+        model (nn.Module): An mmlinear backbone (its ``patch_size``), or one whose
+            ``patch_embed.projection`` is the patchifying convolution (mmpretrain's
+            ``VisionTransformer``), whose stride is p.
+
+    Returns:
+        int: p.
+    """
+    patch = getattr(model, 'patch_size', None)
+    if patch is None:
+        projection = getattr(getattr(model, 'patch_embed', None), 'projection', None)
+        if projection is None:
+            raise TypeError(f'{type(model).__name__} has neither a patch_size nor a '
+                            'patch_embed.projection to read the patch size from')
+        patch = projection.stride[0]
+    return patch
+
+
+def patch_grid(model: nn.Module, image_hw: Tuple[int, int]) -> Tuple[int, int]:
+    """The patch-token grid (H', W') of an image: the patch embeddings pad partial patches,
+    so (ceil(H / p), ceil(W / p)).
+
+    Args:
+        model (nn.Module): The backbone (see :func:`patch_size_of`).
+        image_hw (tuple[int, int]): The input's (H, W) in pixels.
+
+    Returns:
+        tuple[int, int]: (H', W').
+    """
+    p = patch_size_of(model)
+    return -(-image_hw[0] // p), -(-image_hw[1] // p)
 
 
 def tokens_to_map(x: Tensor, hw_shape: Tuple[int, int]) -> Tensor:

@@ -34,8 +34,8 @@ def run_tool_main(tool: ModuleType, *args) -> SimpleNamespace:
     imports), capturing what it prints.
 
     Returns:
-        SimpleNamespace: ``returncode`` (0, or the code of its ``SystemExit``), ``stdout`` and
-        ``stderr``.
+        SimpleNamespace: ``returncode`` (0, or the status its ``SystemExit`` gives the
+        interpreter), ``stdout`` and ``stderr``.
     """
     out, err = io.StringIO(), io.StringIO()
     returncode = 0
@@ -43,5 +43,11 @@ def run_tool_main(tool: ModuleType, *args) -> SimpleNamespace:
         try:
             tool.main([str(a) for a in args])
         except SystemExit as e:
+            # As the interpreter exits: None is 0, a message goes to stderr with status 1.
             returncode = e.code
+            if returncode is None:
+                returncode = 0
+            elif not isinstance(returncode, int):
+                print(returncode, file=sys.stderr)
+                returncode = 1
     return SimpleNamespace(returncode=returncode, stdout=out.getvalue(), stderr=err.getvalue())

@@ -1,4 +1,5 @@
-"""The benchmark's command line, end to end in worker processes.
+"""The benchmark's command line, end to end in worker processes (the command itself runs in
+this process: a subprocess for it would only add seconds of imports).
 
 The outcomes asserted here must not depend on how fast or how loaded the machine is: the OOM
 case gets a time budget of hours (the planner never skips it by time, the memory cap alone
@@ -8,33 +9,33 @@ in ``tests/test_apis/test_benchmark_planner.py``.
 """
 import csv
 import json
-import os
 import os.path as osp
 import subprocess
 import sys
 
 import pytest
-from analysis_tools_loader import TOOLS_DIR
+from analysis_tools_loader import TOOLS_DIR, load_tool, run_tool_main
 
 SCRIPT = osp.join(TOOLS_DIR, 'benchmark.py')
 HOURS = '36000'  # a time budget and worker limit no case here comes near
 
 
-def test_cli_records_oom_skips_and_quadratic_memory(tmp_path):
+def benchmark(*args):
+    """The command line in this process; it exits 0."""
+    result = run_tool_main(load_tool('benchmark'), *args)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_cli_records_oom_skips_and_quadratic_memory(tmp_path, monkeypatch):
     """Pure InfSA's reference op (an N x N score matrix; the compiled kernel is switched off) in
     fresh processes: the memory grows about as N^2, a case over the memory cap is an OOM (not a
     crash)."""
     out = tmp_path / 'bench'
-    subprocess.run([
-        sys.executable, SCRIPT, '--models', 'infvit-test-pure', '--resolutions', '512', '1024',
-        '2048', '--repeats', '1', '--warmup', '0', '--threads', '1', '--time-budget', HOURS,
-        '--worker-timeout', HOURS, '--mem-limit-gb', '2.5', '--fit-last', '2', '--out',
-        str(out)
-    ],
-                   check=True,
-                   capture_output=True,
-                   text=True,
-                   env=dict(os.environ, MMLINEAR_DISABLE_EXT='1'))
+    monkeypatch.setenv('MMLINEAR_DISABLE_EXT', '1')  # the workers inherit it
+    benchmark('--models', 'infvit-test-pure', '--resolutions', '512', '1024', '2048', '--repeats',
+              '1', '--warmup', '0', '--threads', '1', '--time-budget', HOURS, '--worker-timeout',
+              HOURS, '--mem-limit-gb', '2.5', '--fit-last', '2', '--out', out)
     with open(out / 'results.csv') as f:
         rows = list(csv.DictReader(f))
     assert [r['resolution'] for r in rows] == ['512', '1024', '2048']
@@ -58,15 +59,9 @@ def test_cli_time_budget_skips_with_an_estimate(tmp_path):
     """A microsecond budget: 1024 px extrapolates from the 32 px forward pass by the FLOP
     ratio (over 800x), so it is over the budget however fast the 32 px pass ran."""
     out = tmp_path / 'bench'
-    log = subprocess.run([
-        sys.executable, SCRIPT, '--models', 'vit-test-sdpa', '--resolutions', '32', '1024', '2048',
-        '--dtypes', 'fp32', 'fp16', '--time-budget', '1e-6', '--worker-timeout', HOURS, '--threads',
-        '1', '--out',
-        str(out)
-    ],
-                         check=True,
-                         capture_output=True,
-                         text=True).stdout
+    log = benchmark('--models', 'vit-test-sdpa', '--resolutions', '32', '1024', '2048', '--dtypes',
+                    'fp32', 'fp16', '--time-budget', '1e-6', '--worker-timeout', HOURS, '--threads',
+                    '1', '--out', out).stdout
     with open(out / 'results.json') as f:
         rows = json.load(f)['results']
     fp32 = [r for r in rows if r['dtype'] == 'fp32']
@@ -111,8 +106,6 @@ def test_cli_compile_reports_compiled_against_eager(tmp_path):
 
 
 def test_cli_rejects_unknown_models():
-    proc = subprocess.run([sys.executable, SCRIPT, '--models', 'no-such-model'],
-                          capture_output=True,
-                          text=True)
-    assert proc.returncode != 0 and 'unknown model' in proc.stderr and 'infvit-4l-linear' \
-        in proc.stderr
+    result = run_tool_main(load_tool('benchmark'), '--models', 'no-such-model')
+    assert result.returncode != 0 and 'unknown model' in result.stderr and 'infvit-4l-linear' \
+        in result.stderr

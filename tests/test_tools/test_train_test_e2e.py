@@ -171,7 +171,13 @@ def test_resume_continues_from_the_saved_epoch(tiny_data, tmp_path):
     assert 'resumed epoch: 1' in log
 
 
-@pytest.mark.parametrize('task', ['cls', 'det', 'seg'])
+# The AMP wrapper is the same for the three toolboxes: the classifier checks it by default,
+# the detector and the segmentor with --run-slow.
+@pytest.mark.parametrize('task', [
+    'cls',
+    pytest.param('det', marks=pytest.mark.slow),
+    pytest.param('seg', marks=pytest.mark.slow)
+])
 def test_amp_on_cpu_trains(task, tiny_data, classifier, tmp_path):
     config = task_config(task, tmp_path, tiny_data, classifier)
     work_dir = str(tmp_path / 'work')

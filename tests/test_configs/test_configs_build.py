@@ -28,6 +28,8 @@ def test_configs_exist():
             n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k.py')
             or n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k-448px.py')
             for n in names), arch
+    assert 'weightformer/mask-rcnn_deit-t_simple-pyramid_1x_coco.py' in names
+    assert 'weightformer/upernet_deit-s_8xb2-160k_ade20k-512x512.py' in names
     for arch in ('t', 's'):
         assert f'weightformer/mask-rcnn_weightformer-{arch}_simple-pyramid_1x_coco.py' in names
         assert f'weightformer/upernet_weightformer-{arch}_8xb2-160k_ade20k-512x512.py' in names
@@ -47,6 +49,9 @@ def test_config_builds_model(path):
     backbone = model.backbone
     if 'weightformer' in osp.basename(path):
         check_weightformer(path, cfg, backbone)
+        return
+    if '_deit-' in osp.basename(path):
+        assert type(backbone).__name__ == 'VisionTransformer'
         return
     assert type(backbone).__name__ == 'InfViT'
     expected = 'linear'
@@ -79,3 +84,30 @@ def check_weightformer(path, cfg, backbone):
     # No custom key may match every parameter by accident (e.g. '.b' in 'backbone.blocks').
     for key in paramwise.get('custom_keys', {}):
         assert key not in 'backbone.blocks.0.linear1.weight', key
+
+
+@pytest.mark.parametrize('baseline, twin', [
+    ('mask-rcnn_deit-t_simple-pyramid_1x_coco.py',
+     'mask-rcnn_weightformer-t_simple-pyramid_1x_coco.py'),
+    ('upernet_deit-s_8xb2-160k_ade20k-512x512.py',
+     'upernet_weightformer-s_8xb2-160k_ade20k-512x512.py'),
+])
+def test_deit_baselines_differ_from_weightformer_only_in_the_backbone(baseline, twin):
+    """The WeightFormer paper compares with DeiT under the same neck and schedule: apart from
+    the backbone, its weight-decay groups and the imports it needs, the configs are equal; the
+    widths match and the drop path is the WeightFormer config's."""
+    configs = [
+        Config.fromfile(osp.join(REPO_ROOT, 'configs', 'weightformer', name)).to_dict()
+        for name in (baseline, twin)
+    ]
+    backbones = [cfg['model'].pop('backbone') for cfg in configs]
+    for cfg in configs:
+        cfg['optim_wrapper'].pop('paramwise_cfg')
+        cfg.pop('custom_imports')
+    assert configs[0] == configs[1]
+    deit, weightformer = backbones
+    assert deit['arch'] == {'t': 'deit-tiny', 's': 'deit-small'}[weightformer['arch']]
+    assert deit['drop_path_rate'] == weightformer['drop_path_rate']
+    assert deit['patch_size'] == weightformer['patch_size'] == 16
+    assert deit['out_type'] == weightformer['out_type'] == 'featmap'
+    assert deit['out_indices'] == -1 and weightformer['out_indices'] == (-1, )  # the last map

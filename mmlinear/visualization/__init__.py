@@ -1,5 +1,6 @@
 """What the analysis tools draw and score: saliency maps read from a backbone's attention, the
-isotropy of VECA's cores, and dense features as colours.
+isotropy of VECA's cores, dense features as colours, and how Linear-InfSA's key weights align
+with the InfSA operator's Perron vector.
 
 This layer sits above :mod:`mmlinear.models` (it inspects the backbones' layers), so nothing
 in :mod:`mmlinear.models`, :mod:`mmlinear.ops` or :mod:`mmlinear.utils` may import it.
@@ -7,5 +8,11 @@ in :mod:`mmlinear.models`, :mod:`mmlinear.ops` or :mod:`mmlinear.utils` may impo
 from .attention_saliency import QUERY_MODES, attention_saliency, upsample_saliency
 from .core_isotropy import core_isotropy
 from .feature_pca import pca_rgb
+from .spectral_alignment import (ALIGNED_ATTN_TYPES, left_perron_vector, perron_alignment, spearman,
+                                 spectral_alignment)
 
-__all__ = ['QUERY_MODES', 'attention_saliency', 'core_isotropy', 'pca_rgb', 'upsample_saliency']
+__all__ = [
+    'ALIGNED_ATTN_TYPES', 'QUERY_MODES', 'attention_saliency', 'core_isotropy',
+    'left_perron_vector', 'pca_rgb', 'perron_alignment', 'spearman', 'spectral_alignment',
+    'upsample_saliency'
+]

@@ -39,7 +39,7 @@ import torch
 from PIL import Image
 from torch import Tensor, nn
 
-from mmlinear.apis import IMAGENET_MEAN, IMAGENET_STD, build_classifier, list_images, load_images
+from mmlinear.apis import build_classifier, input_normalization, list_images, load_images
 from mmlinear.models.utils import patch_grid
 from mmlinear.utils.progress import ProgressETA
 from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
@@ -199,9 +199,7 @@ def perturbation_curve(classifier: nn.Module, x: Tensor, saliency: Tensor, order
 
 def evaluate(model: nn.Module, files: List[str], boxes: Dict[str, list], args) -> dict:
     """All metrics for the images, in batches."""
-    pre = getattr(model, 'data_preprocessor', None)
-    mean = pre.mean.flatten().tolist() if getattr(pre, 'mean', None) is not None else IMAGENET_MEAN
-    std = pre.std.flatten().tolist() if getattr(pre, 'std', None) is not None else IMAGENET_STD
+    mean, std = input_normalization(args.config)
 
     def classify(images: Tensor) -> Tensor:
         return model(images, mode='tensor')

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from mmengine.config import Config
 
-from mmlinear.apis import IMAGENET_MEAN, IMAGENET_STD, build_classifier, list_images, load_images
+from mmlinear.apis import build_classifier, input_normalization, list_images, load_images
 from mmlinear.utils.progress import ProgressETA
 from mmlinear.visualization import spectral_alignment
 
@@ -46,15 +46,15 @@ def trained_attn_type(checkpoint: str) -> Optional[str]:
     return Config.fromstring(cfg_text, '.py').model.backbone.get('attn_type')
 
 
-def measure(model, files: List[str], img_size: int, batch_size: int) -> Dict[str, List]:
-    """Per layer and head, each metric averaged over the images.
+def measure(model, files: List[str], args: argparse.Namespace) -> Dict[str, List]:
+    """Per layer and head, each metric averaged over the images (normalised as the
+    config's data preprocessor normalises them).
 
     Returns:
         dict[str, list]: metric -> (layers, heads) nested lists.
     """
-    pre = model.data_preprocessor
-    mean = pre.mean.flatten().tolist() if getattr(pre, 'mean', None) is not None else IMAGENET_MEAN
-    std = pre.std.flatten().tolist() if getattr(pre, 'std', None) is not None else IMAGENET_STD
+    mean, std = input_normalization(args.config)
+    img_size, batch_size = args.img_size, args.batch_size
     sums: Optional[Dict[str, torch.Tensor]] = None
     batches = [files[i:i + batch_size] for i in range(0, len(files), batch_size)]
     progress = ProgressETA(len(batches))
@@ -123,7 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.img_size < patch:
         raise SystemExit(f'--img-size {args.img_size} is smaller than one patch ({patch} px)')
     try:
-        per_head = measure(model, files, args.img_size, args.batch_size)
+        per_head = measure(model, files, args)
     except ValueError as e:  # not an InfSA backbone: the message names what is allowed
         raise SystemExit(str(e))
     means = {m: float(np.mean(values)) for m, values in per_head.items()}

@@ -19,21 +19,34 @@ from mmlinear.ops import linear_infsa_key_weights, pure_infsa_scores
 #: InfViT attention types whose query and key projections define the InfSA operator.
 ALIGNED_ATTN_TYPES = ('linear', 'pure')
 
+#: Spectral radius, relative to the largest entry, below which a non-negative matrix is taken
+#: as nilpotent (no Perron vector).
+MIN_SPECTRAL_RADIUS = 1e-9
+
 
 def left_perron_vector(matrix: Tensor) -> Tensor:
     """The left Perron vector of non-negative square matrices.
+
+    A non-negative matrix whose spectral radius is 0 (nilpotent: the ReLU affinity of a
+    trained head can be, when its positive scores all point one way along some order of the
+    tokens) has no Perron vector: its entries are NaN.
 
     Args:
         matrix (Tensor): (..., N, N) non-negative.
 
     Returns:
         Tensor: (..., N) float64, the left eigenvector of the eigenvalue with the largest
-        real part, signed to a positive sum and scaled to sum to 1.
+        real part (the spectral radius), signed to a positive sum and scaled to sum to 1; NaN
+        where the spectral radius is at most :data:`MIN_SPECTRAL_RADIUS` times the largest
+        entry.
     """
-    values, vectors = torch.linalg.eig(matrix.double().transpose(-2, -1))
-    index = values.real.argmax(-1)
+    matrix = matrix.double()
+    values, vectors = torch.linalg.eig(matrix.transpose(-2, -1))
+    radius, index = values.real.max(-1)
     vector = vectors.real.gather(-1, index[..., None, None].expand(*vectors.shape[:-1], 1))[..., 0]
-    return vector / vector.sum(-1, keepdim=True)
+    vector = vector / vector.sum(-1, keepdim=True)
+    nilpotent = radius <= MIN_SPECTRAL_RADIUS * matrix.abs().amax((-2, -1))
+    return vector.masked_fill(nilpotent[..., None], float('nan'))
 
 
 def _cosine(a: Tensor, b: Tensor) -> Tensor:
@@ -45,11 +58,13 @@ def _centred(a: Tensor) -> Tensor:
 
 
 def _ranks(a: Tensor) -> Tensor:
-    return a.argsort(-1).argsort(-1).double()
+    ranks = a.argsort(-1).argsort(-1).double()
+    return ranks.masked_fill(a.isnan().any(-1, keepdim=True), float('nan'))
 
 
 def spearman(a: Tensor, b: Tensor) -> Tensor:
-    """Spearman rank correlation along the last dimension (ties broken by position).
+    """Spearman rank correlation along the last dimension (ties broken by position; NaN
+    where either vector holds a NaN).
 
     Args:
         a (Tensor): (..., N).
@@ -72,7 +87,8 @@ def perron_alignment(q: Tensor, k: Tensor) -> Dict[str, Tensor]:
     Returns:
         dict[str, Tensor]: (B, H) float64 each: ``centred_cosine`` and ``spearman`` of the key
         weights against the Perron vector, their plain ``cosine``, and ``uniform_cosine``,
-        the plain cosine a uniform vector reaches against the same Perron vector.
+        the plain cosine a uniform vector reaches against the same Perron vector; NaN where
+        the operator has no Perron vector (:func:`left_perron_vector`).
     """
     if q.shape != k.shape or q.dim() != 4:
         raise ValueError(f'q and k must be (B, H, N, d) of one shape, got {tuple(q.shape)} '

@@ -29,12 +29,18 @@ def test_cli_writes_every_layer_and_head_and_their_means(tiny_data, tmp_path):
         saved = json.load(f)
     assert saved['images'] == 3
     per_head = saved['per_head']
-    assert set(per_head) == set(tool.METRICS)
+    assert set(per_head) == {*tool.METRICS, 'defined'}
     heads = len(per_head['spearman'][0])
     assert len(per_head['spearman']) == 4 and heads > 1
-    for metric, values in per_head.items():
-        assert np.asarray(values).shape == (4, heads)
-        assert saved['mean'][metric] == pytest.approx(np.mean(values))
+    defined = np.asarray(per_head['defined'])
+    assert defined.shape == (4, heads) and ((defined >= 0) & (defined <= 3)).all()
+    for metric in tool.METRICS:
+        values = np.asarray(per_head[metric], dtype=float)
+        assert values.shape == (4, heads)
+        assert np.isnan(values).tolist() == (defined == 0).tolist()
+        assert saved['mean'][metric] == pytest.approx(np.nanmean(values))
+    left_out = int(12 * heads - defined.sum())
+    assert f'left out: {left_out} of {12 * heads}' in result.stdout
     assert 'a uniform vector' in result.stdout and 'layer 4:' in result.stdout
     assert (out / 'alignment.png').read_bytes()[:4] == b'\x89PNG'
 

@@ -27,6 +27,16 @@ def test_left_perron_vector_of_a_rank_one_matrix_is_its_right_factor():
         torch.testing.assert_close(vector @ matrix, radius * vector)
 
 
+def test_a_nilpotent_matrix_has_no_perron_vector():
+    """relu(Q K^T) of a trained head can be nilpotent (all eigenvalues 0, e.g. strictly
+    triangular): its eigenvectors are arbitrary, so the vector and every measure are NaN."""
+    nilpotent = torch.triu(torch.rand(2, 6, 6, dtype=torch.float64), diagonal=1)
+    nilpotent[1] = torch.rand(6, 6, dtype=torch.float64)  # a positive matrix beside it
+    vectors = left_perron_vector(nilpotent)
+    assert vectors[0].isnan().all() and not vectors[1].isnan().any()
+    assert spearman(torch.arange(6.), vectors).isnan().tolist() == [True, False]
+
+
 def test_spearman_is_the_pearson_correlation_of_ranks():
     a = torch.tensor([0.1, 0.4, 0.2, 0.9], dtype=torch.float64)
     assert spearman(a, a.exp()) == pytest.approx(1.0)  # any increasing transform

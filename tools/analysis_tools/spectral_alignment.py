@@ -6,7 +6,9 @@ of two positive vectors is close to 1 for almost any pair, so this tool reports 
 cosine a uniform vector reaches (the baseline it must beat), and the two measures that are
 not inflated: the cosine of the centred vectors and the Spearman rank correlation
 (:mod:`mmlinear.visualization.spectral_alignment`). The images are resized to one square
-side; the metrics are averaged over them.
+side; the metrics are averaged over them, leaving out a head on an image where its operator
+has no Perron vector (a nilpotent ReLU affinity, which trained heads can have); how many were
+left out is printed and saved.
 
 Example::
 
@@ -48,24 +50,33 @@ def trained_attn_type(checkpoint: str) -> Optional[str]:
 
 def measure(model, files: List[str], args: argparse.Namespace) -> Dict[str, List]:
     """Per layer and head, each metric averaged over the images (normalised as the
-    config's data preprocessor normalises them).
+    config's data preprocessor normalises them) on which the head's operator has a Perron
+    vector.
 
     Returns:
-        dict[str, list]: metric -> (layers, heads) nested lists.
+        dict[str, list]: metric -> (layers, heads) nested lists (NaN for a head without a
+        Perron vector on any image), and ``defined``: the images each mean is over.
     """
     mean, std = input_normalization(args.config)
     img_size, batch_size = args.img_size, args.batch_size
     sums: Optional[Dict[str, torch.Tensor]] = None
+    defined: Optional[torch.Tensor] = None
     batches = [files[i:i + batch_size] for i in range(0, len(files), batch_size)]
     progress = ProgressETA(len(batches))
     for batch in batches:
         x, _ = load_images(batch, img_size, mean, std)
         layers = spectral_alignment(model.backbone, x)
-        # (layers, B, H) per metric, summed over the images.
-        totals = {m: torch.stack([layer[m] for layer in layers]).sum(1) for m in METRICS}
+        # (layers, B, H) per metric, summed over the images where the operator has a Perron
+        # vector (NaN elsewhere, for every metric alike).
+        stacked = {m: torch.stack([layer[m] for layer in layers]) for m in METRICS}
+        totals = {m: values.nansum(1) for m, values in stacked.items()}
+        counts = (~stacked['spearman'].isnan()).sum(1)
         sums = totals if sums is None else {m: sums[m] + totals[m] for m in METRICS}
+        defined = counts if defined is None else defined + counts
         progress.step(f'{min(len(files), len(batches) * batch_size)} images')
-    return {m: (sums[m] / len(files)).tolist() for m in METRICS}
+    result = {m: (sums[m] / defined).tolist() for m in METRICS}
+    result['defined'] = defined.tolist()
+    return result
 
 
 def plot(per_head: Dict[str, List], path: str, title: str) -> None:
@@ -77,7 +88,7 @@ def plot(per_head: Dict[str, List], path: str, title: str) -> None:
     for metric in METRICS:
         ax.plot(
             layers,
-            np.mean(per_head[metric], axis=1),
+            np.nanmean(per_head[metric], axis=1),
             marker='o',
             ms=3,
             label=metric.replace('_', ' '))
@@ -99,6 +110,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--max-images', type=int, default=None)
     parser.add_argument('--img-size', type=int, default=224)
     parser.add_argument('--batch-size', type=int, default=16)
+    parser.add_argument(
+        '--seed', type=int, default=0, help='seeds the initial weights when no checkpoint is given')
     parser.add_argument('--out', default='work_dirs/spectral_alignment')
     args = parser.parse_args(argv)
     if args.batch_size < 1 or args.img_size < 1:
@@ -118,6 +131,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         raise SystemExit(f'{args.checkpoint} was trained with attn_type {trained!r}, but '
                          f'{args.config} builds {attn_type!r}: give the config it was trained '
                          'with')
+    torch.manual_seed(args.seed)  # random weights, without a checkpoint, are then the same
     model = build_classifier(args.config, args.checkpoint)
     patch = model.backbone.patch_size
     if args.img_size < patch:
@@ -126,7 +140,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         per_head = measure(model, files, args)
     except ValueError as e:  # not an InfSA backbone: the message names what is allowed
         raise SystemExit(str(e))
-    means = {m: float(np.mean(values)) for m, values in per_head.items()}
+    means = {m: float(np.nanmean(per_head[m])) for m in METRICS}
+    operators = [(len(files), count) for heads in per_head['defined'] for count in heads]
+    undefined = sum(total - count for total, count in operators)
     os.makedirs(args.out, exist_ok=True)
     with open(osp.join(args.out, 'alignment.json'), 'w') as f:
         json.dump(
@@ -137,9 +153,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     plot(per_head, osp.join(args.out, 'alignment.png'), name)
     print(f'{name} on {len(files)} images, mean over layers and heads: centred cosine '
           f'{means["centred_cosine"]:.3f}, Spearman {means["spearman"]:.3f}, cosine '
-          f'{means["cosine"]:.3f} (a uniform vector: {means["uniform_cosine"]:.3f})')
+          f'{means["cosine"]:.3f} (a uniform vector: {means["uniform_cosine"]:.3f}); left out: '
+          f'{undefined} of {sum(total for total, _ in operators)} (image, layer, head) operators '
+          'without a Perron vector (nilpotent)')
     for layer, values in enumerate(zip(*(per_head[m] for m in METRICS)), 1):
-        shown = ', '.join(f'{m} {np.mean(v):.3f}' for m, v in zip(METRICS, values))
+        shown = ', '.join(f'{m} {np.nanmean(v):.3f}' for m, v in zip(METRICS, values))
         print(f'  layer {layer}: {shown}')
 
 

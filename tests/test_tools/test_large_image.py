@@ -97,7 +97,8 @@ def test_existing_outputs_are_refused_without_force(tool, checkpoint, tmp_path):
     out.mkdir()
     (out / 'class_map.tif').write_bytes(b'mine')
     result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out)
-    assert 'outputs exist' in str(result.returncode) and 'use --force' in str(result.returncode)
+    assert result.returncode == 1
+    assert 'outputs exist' in result.stderr and 'use --force' in result.stderr
     assert (out / 'class_map.tif').read_bytes() == b'mine'
     assert run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, '--force').returncode == 0
     with rasterio.open(out / 'class_map.tif') as dataset:
@@ -120,15 +121,16 @@ def test_bad_inputs_are_refused_before_any_work(tool, checkpoint, tmp_path):
     out = tmp_path / 'out'
     four_bands = write_raster(tmp_path / 'four.tif', scene_bands(64, 64, 4, np.uint16))
     result = run_tool_main(tool, four_bands, CONFIG, checkpoint, '--out', out)
-    assert 'takes images of 3 bands (channels), the image has 4' in str(result.returncode)
+    assert result.returncode == 1
+    assert 'takes images of 3 bands (channels), the image has 4' in result.stderr
     truncated = tmp_path / 'truncated.tif'
     source = write_raster(tmp_path / 'whole.tif', scene_bands(64, 64))
     truncated.write_bytes(open(source, 'rb').read()[:200])
     result = run_tool_main(tool, truncated, CONFIG, checkpoint, '--out', out)
-    assert 'truncated.tif' in str(result.returncode)
+    assert result.returncode == 1 and 'truncated.tif' in result.stderr
     result = run_tool_main(tool, tmp_path / 'none.tif', CONFIG, checkpoint, '--out', out)
-    assert "no image file '" in str(result.returncode)
+    assert result.returncode == 1 and "no image file '" in result.stderr
     result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, '--mem-limit-gb',
                            '0.000001')
-    assert 'streamed segmentation needs' in str(result.returncode)
+    assert result.returncode == 1 and 'streamed segmentation needs' in result.stderr
     assert not out.exists()

@@ -64,3 +64,9 @@ def test_a_checkpoint_trained_with_another_attention_type_is_refused(tiny_data, 
     assert "trained with attn_type 'softmax', but" in result.stderr and "builds 'linear'" in \
         result.stderr
     assert not (tmp_path / 'spectral').exists()  # refused before writing anything
+    # A training config that leaves attn_type to InfViT's default ('linear') is no mismatch.
+    cfg.model.backbone.attn_type = 'linear'
+    linear = build_classifier(cfg)
+    cfg.model.backbone.pop('attn_type')
+    torch.save(dict(state_dict=linear.state_dict(), meta=dict(cfg=cfg.pretty_text)), checkpoint)
+    assert run(tiny_data, tmp_path, CONFIG, '--checkpoint', checkpoint).returncode == 0

@@ -22,6 +22,7 @@ Writes ``alignment.json`` (per layer and head, and the means) and ``alignment.pn
 measures per layer) under ``--out``.
 """
 import argparse
+import inspect
 import json
 import os
 import os.path as osp
@@ -32,10 +33,18 @@ import torch
 from mmengine.config import Config
 
 from mmlinear.apis import build_classifier, input_normalization, list_images, load_images
+from mmlinear.models import InfViT
 from mmlinear.utils.progress import ProgressETA
 from mmlinear.visualization import spectral_alignment
 
 METRICS = ('centred_cosine', 'spearman', 'cosine', 'uniform_cosine')
+#: What a config that does not name the attention type builds.
+DEFAULT_ATTN_TYPE = inspect.signature(InfViT).parameters['attn_type'].default
+
+
+def config_attn_type(cfg: Config) -> str:
+    """The ``attn_type`` a config's backbone is built with (InfViT's default if unnamed)."""
+    return cfg.model.backbone.get('attn_type', DEFAULT_ATTN_TYPE)
 
 
 def trained_attn_type(checkpoint: str) -> Optional[str]:
@@ -43,9 +52,7 @@ def trained_attn_type(checkpoint: str) -> Optional[str]:
     mmengine's runner saves in its meta; None when the checkpoint carries no config."""
     from mmengine.runner.checkpoint import _load_checkpoint
     cfg_text = (_load_checkpoint(checkpoint, map_location='cpu').get('meta') or {}).get('cfg')
-    if not cfg_text:
-        return None
-    return Config.fromstring(cfg_text, '.py').model.backbone.get('attn_type')
+    return config_attn_type(Config.fromstring(cfg_text, '.py')) if cfg_text else None
 
 
 def measure(model, files: List[str], args: argparse.Namespace) -> Dict[str, List]:
@@ -63,6 +70,7 @@ def measure(model, files: List[str], args: argparse.Namespace) -> Dict[str, List
     defined: Optional[torch.Tensor] = None
     batches = [files[i:i + batch_size] for i in range(0, len(files), batch_size)]
     progress = ProgressETA(len(batches))
+    done = 0
     for batch in batches:
         x, _ = load_images(batch, img_size, mean, std)
         layers = spectral_alignment(model.backbone, x)
@@ -73,7 +81,8 @@ def measure(model, files: List[str], args: argparse.Namespace) -> Dict[str, List
         counts = (~stacked['spearman'].isnan()).sum(1)
         sums = totals if sums is None else {m: sums[m] + totals[m] for m in METRICS}
         defined = counts if defined is None else defined + counts
-        progress.step(f'{min(len(files), len(batches) * batch_size)} images')
+        done += len(batch)
+        progress.step(f'{done}/{len(files)} images')
     result = {m: (sums[m] / defined).tolist() for m in METRICS}
     result['defined'] = defined.tolist()
     return result
@@ -125,7 +134,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     MMLogger.get_instance('mmlinear_spectral_alignment', log_level='WARNING')
     files = list_images(args.images, args.max_images)
     # Before loading: a checkpoint of another attention type may load without a missing key.
-    attn_type = Config.fromfile(args.config).model.backbone.get('attn_type')
+    attn_type = config_attn_type(Config.fromfile(args.config))
     trained = trained_attn_type(args.checkpoint) if args.checkpoint else None
     if trained is not None and trained != attn_type:
         raise SystemExit(f'{args.checkpoint} was trained with attn_type {trained!r}, but '
@@ -141,8 +150,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except ValueError as e:  # not an InfSA backbone: the message names what is allowed
         raise SystemExit(str(e))
     means = {m: float(np.nanmean(per_head[m])) for m in METRICS}
-    operators = [(len(files), count) for heads in per_head['defined'] for count in heads]
-    undefined = sum(total - count for total, count in operators)
+    operators = len(files) * np.size(per_head['defined'])  # (image, layer, head)
+    undefined = operators - int(np.sum(per_head['defined']))
     os.makedirs(args.out, exist_ok=True)
     with open(osp.join(args.out, 'alignment.json'), 'w') as f:
         json.dump(
@@ -154,8 +163,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(f'{name} on {len(files)} images, mean over layers and heads: centred cosine '
           f'{means["centred_cosine"]:.3f}, Spearman {means["spearman"]:.3f}, cosine '
           f'{means["cosine"]:.3f} (a uniform vector: {means["uniform_cosine"]:.3f}); left out: '
-          f'{undefined} of {sum(total for total, _ in operators)} (image, layer, head) operators '
-          'without a Perron vector (nilpotent)')
+          f'{undefined} of {operators} (image, layer, head) operators without a Perron vector '
+          '(nilpotent)')
     for layer, values in enumerate(zip(*(per_head[m] for m in METRICS)), 1):
         shown = ', '.join(f'{m} {np.nanmean(v):.3f}' for m, v in zip(METRICS, values))
         print(f'  layer {layer}: {shown}')

@@ -61,11 +61,9 @@ class BandProgress:
         self.description = description
         self._refresh()
 
-    def advance(self, steps: int = 1, description: Optional[str] = None) -> None:
-        """Count ``steps`` finished steps, and name the part that runs now if given."""
+    def advance(self, steps: int = 1) -> None:
+        """Count ``steps`` finished steps."""
         self.done += steps
-        if description is not None:
-            self.description = description
         self._refresh()
 
     def _refresh(self) -> None:

@@ -96,9 +96,10 @@ def test_token_mask_of_a_mask_taller_than_a_reduction_band_is_exact():
 
 
 def test_progress_shows_only_when_asked_or_after_a_while():
-    clock = iter([0.0, 1.0, 10.0])
+    clock = iter([0.0, 1.0, 1.0, 10.0])
     with BandProgress(30, None, clock=lambda: next(clock)) as bar:
-        bar.advance(4, 'block 1/2')  # 1 s: still hidden
+        bar.describe('block 1/2')
+        bar.advance(4)  # 1 s: still hidden
         assert bar._bar is None
         bar.advance(6)  # 10 s: shown, with the part last named
         assert bar._bar is not None and bar.done == 10

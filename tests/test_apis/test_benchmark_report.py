@@ -91,7 +91,7 @@ def test_outputs_are_written(tmp_path):
     assert written['settings'] == settings and len(written['results']) == 6
     assert (tmp_path / 'results.csv').read_text().splitlines()[0] == (
         'model,resolution,tokens,batch,dtype,mode,device,status,median_ms,throughput_img_s,'
-        'peak_mem_mb,predicted_mem_mb,warmup,repeats,note')
+        'peak_mem_mb,predicted_mem_mb,chunk_rows,warmup,repeats,note')
     assert (tmp_path / 'results.md').read_text() == markdown_tables(rows, fits)
     assert (tmp_path / 'scaling.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
@@ -100,9 +100,16 @@ def test_streamed_rows_are_set_beside_the_whole_image_ones():
     common = dict(model='m', dtype='fp32', batch=1, resolution=4096, status='ok', note='')
     rows = [
         dict(common, mode='forward', median_ms=2000., peak_mem_mb=8000.),
-        dict(common, mode='streamed', median_ms=2200., peak_mem_mb=2000., predicted_mem_mb=2200.),
+        dict(
+            common,
+            mode='streamed',
+            median_ms=2200.,
+            peak_mem_mb=2000.,
+            predicted_mem_mb=2200.,
+            chunk_rows=18),
     ]
     lines = streamed_table(rows)
-    assert lines[-1] == ('| m | fp32 | 1 | 4096px | 2.0 s / 8,000 MB | 2.2 s / 2,000 MB | 1.10 | '
-                         '0.25 | 2,200 MB | 1.10 |')
+    assert lines[-1] == (
+        '| m | fp32 | 1 | 4096px | 18 | 2.0 s / 8,000 MB | 2.2 s / 2,000 MB | 1.10 | '
+        '0.25 | 2,200 MB | 1.10 |')
     assert streamed_table(rows[:1]) == []

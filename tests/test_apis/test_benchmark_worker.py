@@ -67,6 +67,25 @@ def test_run_case_streams_and_predicts_its_peak(stream_input):
     tensor_mb = 3 * 96 * 64 * 4 / 2**20
     expected_floor = tensor_mb if stream_input == 'tensor' else 0.
     assert result['predicted_mem_mb'] > expected_floor
+    assert result['chunk_rows'] == 2  # the band height it ran with
+
+
+def test_a_streamed_case_under_bf16_is_predicted_under_its_autocast():
+    """The band's linear-layer outputs are counted in bf16 when the case runs under bf16
+    autocast, so the same band is predicted smaller than in fp32."""
+    case = dict(
+        model='weightformer-test',
+        resolution=(96, 64),
+        batch=1,
+        mode='streamed',
+        device='cpu',
+        warmup=0,
+        repeats=1,
+        threads=torch.get_num_threads(),
+        chunk_rows=2)
+    fp32, bf16 = (run_case(dict(case, dtype=dtype)) for dtype in ('fp32', 'bf16'))
+    assert fp32['status'] == bf16['status'] == 'ok'
+    assert 0 < bf16['predicted_mem_mb'] < fp32['predicted_mem_mb']
 
 
 def segmentor_case(**options):

@@ -336,6 +336,7 @@ def run_grid(settings: GridSettings,
                         throughput_img_s=batch / (result['median_ms'] / 1e3))
                     if 'predicted_mem_mb' in result:
                         row['predicted_mem_mb'] = result['predicted_mem_mb']
+                        row['chunk_rows'] = result['chunk_rows']
                     if case['compile']:
                         row.update(
                             compile_s=result['compile_s'],

@@ -65,8 +65,9 @@ def _is_oom(error: BaseException) -> bool:
 
 
 def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
-                                                           int]) -> Tuple[Callable, float]:
-    """The streamed forward of a case and its predicted peak memory (MiB).
+                                                           int]) -> Tuple[Callable, float, int]:
+    """The streamed forward of a case, its predicted peak memory (MiB) and its band height
+    (patch rows).
 
     The image is one tensor (``stream_input='tensor'``) or a raw file read by rows
     (``'file'``, written a few rows at a time into a temporary folder, so it never is in
@@ -93,7 +94,7 @@ def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
     def run_model(forward: Callable = model) -> Tuple[Any, ...]:
         return model.forward_streamed(source, chunk_rows=chunk_rows, buffer=buffer, progress=False)
 
-    return run_model, predicted.total_bytes / 2**20
+    return run_model, predicted.total_bytes / 2**20, chunk_rows
 
 
 def segmentor_config(model: str) -> Optional[Any]:
@@ -120,7 +121,7 @@ def _build_segmentor(cfg: Any, case: dict) -> Any:
 
 
 def _segmentation(model: Any, case: dict, height: int,
-                  width: int) -> Tuple[Callable, Optional[float]]:
+                  width: int) -> Tuple[Callable, Optional[float], Optional[int]]:
     """One image segmented whole: mmseg's ``inference_model`` ('forward') or
     :func:`~mmlinear.apis.segment_large_image` ('streamed'), and the latter's predicted peak
     memory (MiB).
@@ -147,7 +148,7 @@ def _segmentation(model: Any, case: dict, height: int,
     else:
         image = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
     if case['mode'] == 'forward':
-        return lambda forward=None: inference_model(model, image), None
+        return lambda forward=None: inference_model(model, image), None, None
     buffer = case.get('stream_buffer', 'memory')
     streamed = StreamedSegmentation(model)
     shape = (1, 3, height, width)
@@ -172,7 +173,7 @@ def _segmentation(model: Any, case: dict, height: int,
 
     # The array in memory is the caller's, not the model's, but this process's peak holds it.
     in_memory = 0 if isinstance(image, np.memmap) else image.nbytes
-    return run_model, (predicted.total_bytes + in_memory) / 2**20
+    return run_model, (predicted.total_bytes + in_memory) / 2**20, chunk_rows
 
 
 def run_case(case: dict) -> dict:
@@ -223,10 +224,22 @@ def run_case(case: dict) -> dict:
             baseline, method = _reset_cpu_peak()
         result['mem_method'] = method
         shape = (case['batch'], 3, height, width)
+
+        def autocast() -> torch.autocast:
+            return torch.autocast(
+                device.type,
+                dtype=autocast_dtype or torch.float32,
+                enabled=autocast_dtype is not None)
+
+        # Band heights are picked and predicted under the autocast the forward runs in.
         if segmentor_cfg is not None:
-            run_model, result['predicted_mem_mb'] = _segmentation(model, case, height, width)
+            with autocast():
+                run_model, result['predicted_mem_mb'], result['chunk_rows'] = _segmentation(
+                    model, case, height, width)
         elif case['mode'] == 'streamed':
-            run_model, result['predicted_mem_mb'] = _streamed_forward(model, case, shape)
+            with autocast():
+                run_model, result['predicted_mem_mb'], result['chunk_rows'] = _streamed_forward(
+                    model, case, shape)
         else:
             x = torch.randn(*shape, device=device)
 
@@ -235,10 +248,7 @@ def run_case(case: dict) -> dict:
 
         def iteration(forward: Callable = model) -> None:
             grad = torch.enable_grad() if case['mode'] == 'train' else torch.inference_mode()
-            with grad, torch.autocast(
-                    device.type,
-                    dtype=autocast_dtype or torch.float32,
-                    enabled=autocast_dtype is not None):
+            with grad, autocast():
                 outs = run_model(forward)
                 if case['mode'] == 'train':
                     sum(o.float().sum() for o in outs).backward()

@@ -7,12 +7,12 @@ from mmengine.model import BaseModule
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from ..utils import (check_choice, check_frozen_stages, freeze, masked_mean, normalize_indices,
-                     patch_grid, pixel_to_token_mask, resolve_arch, resolve_padding_mask,
-                     tokens_to_map)
+from ..utils import (autocast_dtype, check_choice, check_frozen_stages, freeze, masked_mean,
+                     normalize_indices, patch_grid, pixel_to_token_mask, resolve_arch,
+                     resolve_padding_mask, tokens_to_map)
 from ..utils.band_progress import BandProgress
 from ..utils.image_rows import ImageRows
-from ..utils.stream_memory import GB, StreamedMemory
+from ..utils.stream_memory import GB, BandWorkspace, StreamedMemory
 from ..utils.token_stream import BUFFERS, TokenStream, allocate_buffer, check_chunk_rows, row_bands
 
 #: Every output format a plain backbone may offer; each backbone lists the ones it has.
@@ -290,9 +290,9 @@ class BasePlainBackbone(BaseModule):
     #: ``mem_limit_gb``: the tallest whose band pass holds at most this many bytes.
     default_band_bytes: int = 2**28
 
-    def _stream_workspace_per_token(self) -> int:
-        """Elements the widest moment of a band pass holds per band token (the activations of
-        its MLP, the largest layer of every block), for the memory model."""
+    def _stream_workspace_per_token(self) -> BandWorkspace:
+        """What the widest moment of a band pass holds per band token (the activations of its
+        MLP, the largest layer of every block), for the memory model."""
         raise NotImplementedError(f'{type(self).__name__} does not stream')
 
     def _stream_output_dims(self, index: int) -> int:
@@ -305,13 +305,15 @@ class BasePlainBackbone(BaseModule):
                                 chunk_rows: int,
                                 buffer: str = 'memory',
                                 input_in_memory: bool = True,
-                                input_dtype: Optional[torch.dtype] = None) -> StreamedMemory:
+                                input_dtype: Optional[torch.dtype] = None,
+                                compute_dtype: Optional[torch.dtype] = None) -> StreamedMemory:
         """The peak memory of :meth:`forward_streamed` beyond the weights, before anything is
         allocated.
 
         The stream and the dense outputs hold B * N * C values each; a band pass holds
-        :meth:`_stream_workspace_per_token` values per band token and the band's pixels
-        (read, then padded). Summaries are of fixed size and not counted.
+        :meth:`_stream_workspace_per_token` values per band token, the part that autocast
+        computes in its dtype, and the band's pixels (read, then padded). Summaries are of
+        fixed size and not counted.
 
         Args:
             image_shape (Sequence[int]): (B, C_in, H, W).
@@ -322,6 +324,10 @@ class BasePlainBackbone(BaseModule):
             input_in_memory (bool): Count the image (a tensor) rather than reading it by rows
                 from an array. Defaults to True.
             input_dtype (torch.dtype, optional): The image's dtype. Defaults to the weights'.
+            compute_dtype (torch.dtype, optional): The dtype of autocast's low-precision ops
+                (e.g. ``torch.bfloat16``). Defaults to None: autocast's dtype on the
+                weights' device where it is on in the calling context (as
+                :meth:`forward_streamed` runs under it), else the weights' dtype.
 
         Returns:
             StreamedMemory: The parts of the peak and their total.
@@ -330,9 +336,11 @@ class BasePlainBackbone(BaseModule):
         B, in_channels, H, W = image_shape
         p = self.patch_size
         grid_h, grid_w = self._grid_shape(image_shape)
-        dtype = self.patch_embed.projection.weight.dtype
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        input_itemsize = torch.empty((), dtype=input_dtype or dtype).element_size()
+        weight = self.patch_embed.projection.weight
+        compute_dtype = compute_dtype or autocast_dtype(weight.device.type) or weight.dtype
+        itemsize = weight.element_size()
+        input_itemsize = torch.empty((), dtype=input_dtype or weight.dtype).element_size()
+        compute_itemsize = torch.empty((), dtype=compute_dtype).element_size()
         band = row_bands(grid_h, chunk_rows, self.stream_row_alignment)[0]
         band_tokens = B * (band[1] - band[0]) * grid_w
         pixels = 2 * in_channels * p * p  # the rows read, then the padded copy
@@ -345,7 +353,9 @@ class BasePlainBackbone(BaseModule):
             stream_bytes=tokens * self.embed_dims * itemsize if on_heap else 0,
             output_bytes=sum(dense * self._stream_output_dims(i) * itemsize
                              for i in self.out_indices) if on_heap else 0,
-            band_bytes=band_tokens * (self._stream_workspace_per_token() + pixels) * itemsize,
+            band_bytes=band_tokens *
+            (self._stream_workspace_per_token().bytes_per_token(itemsize, compute_itemsize) +
+             pixels * itemsize),
             chunk_rows=band[1] - band[0])
 
     def pick_chunk_rows(self,
@@ -353,7 +363,8 @@ class BasePlainBackbone(BaseModule):
                         chunk_rows: Optional[int] = None,
                         mem_limit_gb: Optional[float] = None,
                         buffer: str = 'memory',
-                        input_in_memory: bool = True) -> int:
+                        input_in_memory: bool = True,
+                        compute_dtype: Optional[torch.dtype] = None) -> int:
         """The band height :meth:`forward_streamed` runs with.
 
         Args:
@@ -364,6 +375,8 @@ class BasePlainBackbone(BaseModule):
                 when none does.
             buffer (str): As :meth:`predict_streamed_memory`. Defaults to 'memory'.
             input_in_memory (bool): As :meth:`predict_streamed_memory`. Defaults to True.
+            compute_dtype (torch.dtype, optional): As :meth:`predict_streamed_memory`.
+                Defaults to None (the calling context's autocast).
 
         Returns:
             int: Patch rows per band; without ``chunk_rows`` and ``mem_limit_gb``, the tallest
@@ -381,7 +394,11 @@ class BasePlainBackbone(BaseModule):
 
         def memory_at(rows: int) -> StreamedMemory:
             return self.predict_streamed_memory(
-                image_shape, chunk_rows=rows, buffer=buffer, input_in_memory=input_in_memory)
+                image_shape,
+                chunk_rows=rows,
+                buffer=buffer,
+                input_in_memory=input_in_memory,
+                compute_dtype=compute_dtype)
 
         smallest = self.stream_row_alignment
         needed = memory_at(smallest)

@@ -12,6 +12,7 @@ from ..layers.infvit_block import STREAMED_ATTN_TYPES
 from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
 from ..utils.image_rows import ImageRows
 from ..utils.pos_embed import BandPosEmbed
+from ..utils.stream_memory import BandWorkspace
 from ..utils.token_stream import TokenStream
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
@@ -229,10 +230,13 @@ class InfViT(BasePlainBackbone):
                              f'key); attn_type values that stream: '
                              f'{", ".join(map(repr, STREAMED_ATTN_TYPES))}')
 
-    def _stream_workspace_per_token(self) -> int:
-        # The MLP's hidden state and its activation (2 F), the block input, its sum with the
-        # attention, the LayerNorm and the MLP's output (4 C).
-        return 2 * self.arch_settings['feedforward_channels'] + 4 * self.embed_dims
+    def _stream_workspace_per_token(self) -> BandWorkspace:
+        # The MLP's hidden state, its activation (2 F) and its output (C) come out of linear
+        # layers (autocast's dtype); the block input, its sum with the attention and the
+        # LayerNorm (3 C) stay in the weights' dtype.
+        return BandWorkspace(
+            weight_dtype_values=3 * self.embed_dims,
+            autocast_values=2 * self.arch_settings['feedforward_channels'] + self.embed_dims)
 
     def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
         """:meth:`_embed` band by band: the position table's rows come from

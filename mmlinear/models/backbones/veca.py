@@ -11,6 +11,7 @@ from ..layers import (ProjPatchEmbed, Rope2D, VECABlock, active_prefix, build_co
                       patch_grid_coords)
 from ..utils import valid_extents
 from ..utils.image_rows import ImageRows
+from ..utils.stream_memory import BandWorkspace
 from ..utils.token_stream import TokenStream
 from .base_plain_backbone import BasePlainBackbone, BlockStep, TokenGrid
 
@@ -211,10 +212,13 @@ class VECA(BasePlainBackbone):
                     for core, patch in zip(self.rope(state['core_coords']), state['patch_rope']))
         return dict(num_cores=num_cores, cos=cos, sin=sin), state
 
-    def _stream_workspace_per_token(self) -> int:
-        # The SwiGLU's fc1 output (2 F) and gate (F); the stream, its LayerNorm, q / k / v,
-        # the rotated q / k and the attention output (8 C).
-        return 3 * self.arch_settings['feedforward_channels'] + 8 * self.embed_dims
+    def _stream_workspace_per_token(self) -> BandWorkspace:
+        # In autocast's dtype: the SwiGLU's fc1 output (2 F) and gate (F), q / k / v, the
+        # rotated q / k (rounded back to q's dtype) and the attention output (6 C); in the
+        # weights' dtype: the stream and its LayerNorm (2 C).
+        return BandWorkspace(
+            weight_dtype_values=2 * self.embed_dims,
+            autocast_values=3 * self.arch_settings['feedforward_channels'] + 6 * self.embed_dims)
 
     def _stream_output_dims(self, index: int) -> int:
         return self.out_channels if index == self.num_layers - 1 else self.embed_dims

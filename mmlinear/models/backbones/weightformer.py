@@ -10,6 +10,7 @@ from mmlinear.registry import MODELS
 from ..layers import ProjPatchEmbed, WeightFormerBlock
 from ..utils import normalize_indices
 from ..utils.image_rows import ImageRows
+from ..utils.stream_memory import BandWorkspace
 from ..utils.token_stream import TokenStream
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
@@ -127,10 +128,13 @@ class WeightFormer(BasePlainBackbone):
     #: The dynamic linear layers pool 2 x 2 blocks of tokens: bands start on even rows.
     stream_row_alignment = 2
 
-    def _stream_workspace_per_token(self) -> int:
-        # The dynamic linear layer's product and its bias sum, the GELU (3 F), the stream,
-        # the LayerNorm, the convolution's stacked input and output (4 C).
-        return 3 * self.arch_settings['feedforward_channels'] + 4 * self.embed_dims
+    def _stream_workspace_per_token(self) -> BandWorkspace:
+        # In autocast's dtype: the dynamic linear layer's product and its bias sum, the GELU
+        # (3 F) and the convolution's output (C); in the weights' dtype: the stream, the
+        # LayerNorm and the convolution's stacked input (3 C).
+        return BandWorkspace(
+            weight_dtype_values=3 * self.embed_dims,
+            autocast_values=3 * self.arch_settings['feedforward_channels'] + self.embed_dims)
 
     def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
         """:meth:`_embed` band by band."""

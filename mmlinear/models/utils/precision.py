@@ -1,6 +1,6 @@
 """Running a computation outside autocast, on any device."""
 import contextlib
-from typing import ContextManager
+from typing import ContextManager, Optional
 
 import torch
 
@@ -21,3 +21,19 @@ def autocast_disabled(device_type: str) -> ContextManager:
     if torch.amp.is_autocast_available(device_type):
         return torch.autocast(device_type=device_type, enabled=False)
     return contextlib.nullcontext()
+
+
+def autocast_dtype(device_type: str) -> Optional[torch.dtype]:
+    """The dtype autocast of ``device_type`` computes its low-precision ops in, where it is
+    on in the calling context.
+
+    Args:
+        device_type (str): The device type of the tensors, e.g. ``x.device.type``.
+
+    Returns:
+        torch.dtype | None: ``torch.get_autocast_dtype(device_type)``, or None where
+        autocast is off or the device has none.
+    """
+    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return None

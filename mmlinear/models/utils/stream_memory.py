@@ -4,6 +4,26 @@ from typing import NamedTuple
 GB = 2**30
 
 
+class BandWorkspace(NamedTuple):
+    """What the widest moment of a band pass holds per band token, in values.
+
+    Under autocast the outputs of its low-precision ops (linear layers, convolutions, and
+    the elementwise ops on them) are in autocast's dtype; the residual stream, the
+    LayerNorms and the sums with it stay in the weights' dtype.
+
+    Attributes:
+        weight_dtype_values (int): Values kept in the weights' dtype.
+        autocast_values (int): Values in autocast's dtype where it is on (else in the
+            weights' dtype).
+    """
+    weight_dtype_values: int
+    autocast_values: int
+
+    def bytes_per_token(self, itemsize: int, autocast_itemsize: int) -> int:
+        """int: The bytes per band token, with the two dtypes' element sizes."""
+        return self.weight_dtype_values * itemsize + self.autocast_values * autocast_itemsize
+
+
 class StreamedMemory(NamedTuple):
     """The predicted peak memory of a streamed forward beyond the weights, in bytes.
 

@@ -287,6 +287,43 @@ def test_memory_model_counts_stream_outputs_input_and_band():
     assert cls.predict_streamed_memory((2, 3, 77, 61), chunk_rows=3).output_bytes == 0
 
 
+def live_tensor_peak(fn):
+    """The most bytes of CPU tensors alive at once while ``fn`` runs (the profiler's
+    allocation and free events, in the order they happened; what was alive before is not
+    counted)."""
+    with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == '[memory]']
+    alive = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        alive += event.nbytes()
+        peak = max(peak, alive)
+    assert peak > 0, 'the profiler recorded no allocation'
+    return peak
+
+
+@pytest.mark.parametrize('build', [infvit, weightformer, veca])
+@pytest.mark.parametrize('compute_dtype', [None, torch.bfloat16])
+def test_memory_model_covers_every_live_tensor(build, compute_dtype):
+    """What the prediction counts beyond the image is at least every tensor the streamed
+    forward holds at once (recorded by the profiler), in float32 and under bf16 autocast,
+    whose prediction is smaller (its linear layers' outputs are bf16)."""
+    model = build(torch.float32, out_type='featmap')
+    x = image((1, 3, 1024, 1024), torch.float32)  # 128 x 128 patches
+    autocast = torch.autocast('cpu', dtype=torch.bfloat16, enabled=compute_dtype is not None)
+    with torch.no_grad(), autocast:
+        predicted = model.predict_streamed_memory(x.shape, chunk_rows=32)
+        held = live_tensor_peak(lambda: model.forward_streamed(x, chunk_rows=32))
+    assert predicted == model.predict_streamed_memory(
+        x.shape, chunk_rows=32, compute_dtype=compute_dtype)  # the context's autocast
+    assert held <= predicted.total_bytes - predicted.input_bytes
+    if compute_dtype is not None:
+        full = model.predict_streamed_memory(x.shape, chunk_rows=32)
+        assert predicted.band_bytes < full.band_bytes
+        assert predicted.stream_bytes == full.stream_bytes  # the stream stays float32
+
+
 def test_memory_limit_picks_the_tallest_band_that_fits():
     model = infvit(out_type='featmap')
     shape = (2, 3, 77, 61)

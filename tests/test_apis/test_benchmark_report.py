@@ -91,7 +91,8 @@ def test_outputs_are_written(tmp_path):
     assert written['settings'] == settings and len(written['results']) == 6
     assert (tmp_path / 'results.csv').read_text().splitlines()[0] == (
         'model,resolution,tokens,batch,dtype,mode,device,status,median_ms,throughput_img_s,'
-        'peak_mem_mb,predicted_mem_mb,chunk_rows,warmup,repeats,note')
+        'peak_mem_mb,predicted_mem_mb,chunk_rows,energy_j_per_img,energy_source,warmup,repeats,'
+        'note')
     assert (tmp_path / 'results.md').read_text() == markdown_tables(rows, fits)
     assert (tmp_path / 'scaling.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 

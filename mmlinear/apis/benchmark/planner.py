@@ -327,13 +327,16 @@ def run_grid(settings: GridSettings,
                     status=result['status'],
                     note=result.get('note', result.get('error', '')),
                     mem_method=result.get('mem_method'),
-                    params=result.get('params'))
+                    params=result.get('params'),
+                    energy_source=result.get('energy_source'))
                 if result['status'] == OK:
                     row.update(
                         median_ms=result['median_ms'],
                         times_ms=result['times_ms'],
                         peak_mem_mb=result['peak_mem_mb'],
                         throughput_img_s=batch / (result['median_ms'] / 1e3))
+                    if 'energy_j_per_img' in result:
+                        row['energy_j_per_img'] = result['energy_j_per_img']
                     if 'predicted_mem_mb' in result:
                         row['predicted_mem_mb'] = result['predicted_mem_mb']
                         row['chunk_rows'] = result['chunk_rows']
@@ -346,6 +349,8 @@ def run_grid(settings: GridSettings,
             rows.append(row)
             shown = (f'{row["median_ms"]:.1f} ms, {row["peak_mem_mb"]:.0f} MB'
                      if row['status'] == OK else f'{row["status"]} {row["note"]}')
+            if row.get('energy_j_per_img') is not None:
+                shown += f', {row["energy_j_per_img"]:.3g} J/img'
             if row.get('compiled_median_ms') is not None:
                 shown += (f'; compiled {row["compiled_median_ms"]:.1f} ms '
                           f'({row["compiled_over_eager"]:.2f} x eager)')

@@ -14,7 +14,7 @@ from .plotting import plot_scaling
 
 CSV_FIELDS = ('model', 'resolution', 'tokens', 'batch', 'dtype', 'mode', 'device', 'status',
               'median_ms', 'throughput_img_s', 'peak_mem_mb', 'predicted_mem_mb', 'chunk_rows',
-              'warmup', 'repeats', 'note')
+              'energy_j_per_img', 'energy_source', 'warmup', 'repeats', 'note')
 # Added to the CSV when the rows have compiled times (``--compile``).
 COMPILE_CSV_FIELDS = ('compiled_median_ms', 'compiled_over_eager', 'compile_s')
 
@@ -140,7 +140,32 @@ def markdown_tables(rows: List[dict], fits: List[dict]) -> str:
                          f'{r["resolution"]}px | {r["median_ms"]:,.1f} ms | '
                          f'{r["compiled_median_ms"]:,.1f} ms | {r["compiled_over_eager"]:.2f} | '
                          f'{r["compile_s"]:,.1f} s |')
-    return '\n'.join(lines + streamed_table(rows)) + '\n'
+    return '\n'.join(lines + streamed_table(rows) + energy_lines(rows)) + '\n'
+
+
+def energy_lines(rows: List[dict]) -> List[str]:
+    """Joules per image of the measured rows (lines of a markdown table), or the one line
+    that says why the machine could not tell (none without measured rows).
+
+    Args:
+        rows (list[dict]): Result rows.
+
+    Returns:
+        list[str]: The lines, preceded by a blank line.
+    """
+    measured = [r for r in rows if r.get('energy_j_per_img') is not None]
+    if not measured:
+        reasons = sorted({r['energy_source'] for r in rows if r.get('energy_source')})
+        return ['', f'Energy per image: not available ({"; ".join(reasons)}).'] if reasons else []
+    lines = [
+        '', '| model | dtype | mode | batch | resolution | energy per image | counter |',
+        '|---|---|---|---|---|---|---|'
+    ]
+    for r in measured:
+        lines.append(f'| {r["model"]} | {r["dtype"]} | {r["mode"]} | {r["batch"]} | '
+                     f'{r["resolution"]}px | {r["energy_j_per_img"]:.3g} J | '
+                     f'{r["energy_source"]} |')
+    return lines
 
 
 def streamed_table(rows: List[dict]) -> List[str]:

@@ -9,6 +9,10 @@ A fresh process per case keeps the peak memory of one case from leaking into the
   RSS after construction is used (``mem_method`` in the result says which).
 - CUDA: ``torch.cuda.max_memory_allocated`` minus the allocation after construction.
 
+The energy of the timed runs (not the warm-up) comes from the hardware's counters where they
+can be read (:mod:`.energy`: RAPL on the CPU, NVML on CUDA), as joules per image; where they
+cannot, the result says why.
+
 Allocation failures are results (status ``'OOM'``), not errors; on the CPU ``mem_limit_gb``
 caps the worker's data segment (``RLIMIT_DATA``) so that a large case fails cleanly instead of
 pushing the machine into swap or the OOM killer.
@@ -28,6 +32,7 @@ import time
 from typing import Any, Callable, Optional, Tuple
 
 from .cases import OK, image_hw
+from .energy import energy_meter
 from .timing import time_ms
 
 RESULT_PREFIX = 'BENCHMARK_RESULT '
@@ -190,7 +195,9 @@ def run_case(case: dict) -> dict:
 
     Returns:
         dict: ``status`` ('ok' or 'OOM'), ``times_ms`` (one per repeat), ``median_ms``,
-        ``peak_mem_mb`` (of the eager runs), ``mem_method``, ``params``, for an OOM ``error``,
+        ``peak_mem_mb`` (of the eager runs), ``mem_method``, ``params``, ``energy_source``
+        (the counter, or why there is none) and with a counter ``energy_j_per_img`` (of the
+        timed eager runs), for an OOM ``error``,
         and with ``compile``: ``compile_s`` (the first compiled call), ``compiled_times_ms`` and
         ``compiled_median_ms``.
     """
@@ -257,7 +264,17 @@ def run_case(case: dict) -> dict:
             if device.type == 'cuda':
                 torch.cuda.synchronize()
 
-        result['times_ms'] = time_ms(iteration, case['warmup'], case['repeats'])
+        time_ms(iteration, case['warmup'], 0)
+        meter, result['energy_source'] = energy_meter(device.type)
+        if meter is None:
+            result['times_ms'] = time_ms(iteration, 0, case['repeats'])
+        else:
+            meter.start()
+            try:
+                result['times_ms'] = time_ms(iteration, 0, case['repeats'])
+            finally:
+                joules = meter.stop()
+            result['energy_j_per_img'] = joules / (case['repeats'] * case['batch'])
         peak = (torch.cuda.max_memory_allocated() if device.type == 'cuda' else _cpu_peak(method))
         result['peak_mem_mb'] = max(peak - baseline, 0) / 2**20
         result['median_ms'] = statistics.median(result['times_ms'])

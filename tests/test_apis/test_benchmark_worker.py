@@ -45,23 +45,27 @@ def test_a_worker_that_fails_otherwise_than_by_memory_is_an_error():
     assert "unknown model 'no-such-model'" in str(error.value)  # the worker's own error
 
 
+def streamed_case(**options):
+    """A one-run streamed case of WeightFormer-test on a 96 x 64 image, bands of 2 rows."""
+    return dict(
+        dict(
+            model='weightformer-test',
+            resolution=(96, 64),
+            batch=1,
+            dtype='fp32',
+            mode='streamed',
+            device='cpu',
+            warmup=0,
+            repeats=1,
+            threads=torch.get_num_threads(),
+            chunk_rows=2), **options)
+
+
 @pytest.mark.parametrize('stream_input', ['tensor', 'file'])
 def test_run_case_streams_and_predicts_its_peak(stream_input):
     """Streamed cases run forward_streamed on the image (a tensor, or a raw file read by rows)
     and report the memory model's prediction of their peak beside the measured one."""
-    case = dict(
-        model='weightformer-test',
-        resolution=(96, 64),
-        batch=1,
-        dtype='fp32',
-        mode='streamed',
-        device='cpu',
-        warmup=0,
-        repeats=1,
-        threads=torch.get_num_threads(),
-        chunk_rows=2,
-        stream_input=stream_input)
-    result = run_case(case)
+    result = run_case(streamed_case(stream_input=stream_input))
     assert result['status'] == 'ok' and result['peak_mem_mb'] > 0
     # 1 x 3 x 96 x 64 float32 is 72 KiB more in memory when the image is a tensor.
     tensor_mb = 3 * 96 * 64 * 4 / 2**20
@@ -73,17 +77,7 @@ def test_run_case_streams_and_predicts_its_peak(stream_input):
 def test_a_streamed_case_under_bf16_is_predicted_under_its_autocast():
     """The band's linear-layer outputs are counted in bf16 when the case runs under bf16
     autocast, so the same band is predicted smaller than in fp32."""
-    case = dict(
-        model='weightformer-test',
-        resolution=(96, 64),
-        batch=1,
-        mode='streamed',
-        device='cpu',
-        warmup=0,
-        repeats=1,
-        threads=torch.get_num_threads(),
-        chunk_rows=2)
-    fp32, bf16 = (run_case(dict(case, dtype=dtype)) for dtype in ('fp32', 'bf16'))
+    fp32, bf16 = (run_case(streamed_case(dtype=dtype)) for dtype in ('fp32', 'bf16'))
     assert fp32['status'] == bf16['status'] == 'ok'
     assert 0 < bf16['predicted_mem_mb'] < fp32['predicted_mem_mb']
 

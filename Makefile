@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 
 .PHONY: setup data demo test test-all lint format bench-relation ops bench-ops check-cuda-build \
-	gpu-check clean
+	gpu-check clean reproduce-demo
 
 setup:
 	@bash tools/misc/setup_env.sh
@@ -37,6 +37,11 @@ lint: setup
 format: setup
 	@$(PY) -m isort $(LINT_PATHS)
 	@$(PY) -m yapf --recursive --in-place $(LINT_PATHS)
+
+# Every experiment of the three papers that runs at demo scale (tools/reproduce.py --list),
+# each making the data and checkpoints it reads: trainings of a few minutes each on 2 cores.
+reproduce-demo: data
+	@$(PY) tools/reproduce.py --all
 
 bench-relation: data
 	@$(PY) tools/analysis_tools/benchmark_relation.py --data data/shapes/relation

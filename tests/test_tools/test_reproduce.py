@@ -1,0 +1,85 @@
+"""tools/reproduce.py: every experiment of the three papers listed, its files real, its
+commands printed or run."""
+import os.path as osp
+import re
+
+import modelindex
+import pytest
+from analysis_tools_loader import load_tool, run_tool_main
+from conftest import REPO_ROOT
+
+from mmlinear.apis.model_presets import BACKBONE_PRESETS
+
+reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
+EXPERIMENTS = reproduce.load_experiments()
+PAPERS = {
+    c.name
+    for c in modelindex.load(osp.join(REPO_ROOT, 'mmlinear', '.mim', 'model-index.yml')).collections
+}
+
+
+def all_commands(experiment):
+    return ((experiment.get('demo') or []) + (experiment.get('paper_scale') or []) +
+            [r['made_by'] for r in experiment.get('requires') or []])
+
+
+@pytest.mark.parametrize('experiment', EXPERIMENTS.values(), ids=list(EXPERIMENTS))
+def test_every_experiment_names_files_and_presets_that_exist(experiment):
+    assert experiment['paper'] in PAPERS
+    assert osp.isfile(osp.join(REPO_ROOT, experiment['docs']))
+    assert experiment.get('demo') or experiment.get('paper_scale') or experiment.get('pending')
+    for command in all_commands(experiment):
+        for path in re.findall(r'(?:configs|tools)/\S+\.(?:py|sh)', command):
+            assert osp.isfile(osp.join(REPO_ROOT, path)), (experiment['id'], path)
+        models = re.search(r'--models ((?:[^-\s]\S*\s*)+)', command)
+        for model in (models.group(1).split() if models else []):
+            assert model.endswith('.py') or model in BACKBONE_PRESETS, (experiment['id'], model)
+
+
+def test_the_list_covers_the_three_papers_and_every_experiment():
+    listed = run_tool_main(reproduce, '--list')
+    assert listed.returncode == 0
+    for experiment_id, experiment in EXPERIMENTS.items():
+        assert f'{experiment_id}  [{experiment["paper"]}]' in listed.stdout
+    assert {e['paper'] for e in EXPERIMENTS.values()} == PAPERS
+
+
+def test_a_demo_run_makes_its_missing_prerequisites_first():
+    experiment = dict(
+        id='x',
+        demo=['python tools/reproduce.py --list'],
+        requires=[
+            dict(path='no/such/checkpoint.pth', made_by='python make_it.py'),
+            dict(path='README.md', made_by='python never_needed.py'),  # it exists
+            dict(path='no/such/other.pth', made_by='python make_it.py'),  # made once
+        ])
+    assert reproduce.commands_for(
+        experiment, 'demo') == ['python make_it.py', 'python tools/reproduce.py --list']
+    assert reproduce.commands_for(dict(experiment, paper_scale=['make x']), 'paper') == ['make x']
+
+
+def test_paper_scale_commands_are_printed_not_run():
+    printed = run_tool_main(reproduce, 'weightformer-coco-vs-deit', '--scale', 'paper')
+    assert printed.returncode == 0
+    assert printed.stdout.splitlines() == EXPERIMENTS['weightformer-coco-vs-deit']['paper_scale']
+
+
+def test_a_demo_experiment_runs_its_real_commands():
+    """The VECA interaction counts: get_flops.py on the VECA-B preset, exact and quick."""
+    out = osp.join(REPO_ROOT, 'work_dirs', 'reproduce', 'veca-interactions', 'flops.md')
+    assert reproduce.main(['veca-interactions']) == 0
+    with open(out) as f:
+        table = f.read()
+    assert '| veca-base | 512 | 64 | 1,024 |' in table and '87.1 %' in table
+
+
+def test_unknown_ids_and_missing_scales_are_refused_with_what_exists():
+    unknown = run_tool_main(reproduce, 'infsa-nope')
+    assert unknown.returncode == 1
+    assert "unknown experiment 'infsa-nope'; ids: infsa-imagenet, " in unknown.stderr
+    pending = run_tool_main(reproduce, 'infsa-efficient-attention')
+    assert pending.returncode == 1
+    assert 'has no demo-scale commands; pending: the ELU+1' in pending.stderr
+    only_paper = run_tool_main(reproduce, 'infsa-imagenet-v2', '--dry-run')
+    assert 'has no demo-scale commands (it runs at --scale paper)' in only_paper.stderr
+    assert run_tool_main(reproduce).returncode == 1  # neither an id nor --list

@@ -1,0 +1,141 @@
+"""The three papers' experiments, one command each.
+
+    python tools/reproduce.py --list                     # every experiment, and what it has
+    python tools/reproduce.py ID --scale demo            # run it on the bundled data, CPU
+    python tools/reproduce.py ID --scale demo --dry-run  # print what that would run
+    python tools/reproduce.py ID --scale paper           # print the paper-scale commands
+    python tools/reproduce.py ID --scale paper --run     # and run them
+    python tools/reproduce.py --all                      # every demo-scale experiment
+
+The experiments, their commands and what each still lacks are in
+``tools/reproduce_experiments.yml``; their results are written up where ``docs`` says. A demo
+run first makes the files its commands read when they are missing (the bundled data, a demo
+checkpoint), then runs its commands in order from the repository root and stops at the first
+that fails, with its exit status.
+"""
+import argparse
+import os
+import os.path as osp
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+import yaml
+
+REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+EXPERIMENTS_FILE = osp.join(REPO_ROOT, 'tools', 'reproduce_experiments.yml')
+SCALES = ('demo', 'paper')
+
+
+def load_experiments(path: str = EXPERIMENTS_FILE) -> Dict[str, dict]:
+    """The experiments by id, in the file's order."""
+    with open(path) as f:
+        experiments = yaml.safe_load(f)
+    by_id = {}
+    for experiment in experiments:
+        if experiment['id'] in by_id:
+            raise ValueError(f'{path}: experiment id {experiment["id"]!r} is given twice')
+        by_id[experiment['id']] = experiment
+    return by_id
+
+
+def describe(experiment: dict) -> str:
+    """One experiment's lines for ``--list``: what it shows and what it can run."""
+    runs = [
+        scale for scale, key in (('demo', 'demo'), ('paper', 'paper_scale')) if experiment.get(key)
+    ]
+    lines = [
+        f'{experiment["id"]}  [{experiment["paper"]}]  runs: {", ".join(runs) or "none"}',
+        f'    {experiment["item"]}', f'    results: {experiment["docs"]}'
+    ]
+    if experiment.get('pending'):
+        lines.append(f'    pending: {experiment["pending"]}')
+    return '\n'.join(lines)
+
+
+def commands_for(experiment: dict, scale: str) -> List[str]:
+    """The commands of one scale, with a demo's missing prerequisites first.
+
+    Raises:
+        SystemExit: The experiment has no commands at that scale (the message says what it
+            has and what is pending).
+    """
+    key = 'demo' if scale == 'demo' else 'paper_scale'
+    commands = list(experiment.get(key) or [])
+    if not commands:
+        other = [
+            s for s in SCALES
+            if s != scale and experiment.get('demo' if s == 'demo' else 'paper_scale')
+        ]
+        raise SystemExit(
+            f'{experiment["id"]} has no {scale}-scale commands' +
+            (f' (it runs at --scale {other[0]})' if other else '') +
+            (f'; pending: {experiment["pending"]}' if experiment.get('pending') else ''))
+    if scale == 'demo':
+        prerequisites = []
+        for required in experiment.get('requires') or []:
+            if not osp.exists(osp.join(REPO_ROOT, required['path'])) and \
+                    required['made_by'] not in prerequisites:
+                prerequisites.append(required['made_by'])
+        commands = prerequisites + commands
+    return commands
+
+
+def run_commands(commands: List[str]) -> int:
+    """Run commands in order from the repository root with this interpreter as ``python``
+    (and as ``$PYTHON``); the exit status of the first that fails, else 0."""
+    for command in commands:
+        print(f'+ {command}', flush=True)
+        if command.startswith('python '):
+            command = f'"{sys.executable}" {command[len("python "):]}'
+        # tools/dist_train.sh starts $PYTHON.
+        env = dict(os.environ, PYTHON=sys.executable)
+        status = subprocess.call(['bash', '-c', command], cwd=REPO_ROOT, env=env)
+        if status:
+            print(f'reproduce: the command above failed with status {status}', file=sys.stderr)
+            return status
+    return 0
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('experiment', nargs='?', help='an experiment id (see --list)')
+    parser.add_argument('--list', action='store_true', help='list every experiment')
+    parser.add_argument(
+        '--all', action='store_true', help='run every experiment that has demo commands')
+    parser.add_argument('--scale', choices=SCALES, default='demo')
+    parser.add_argument(
+        '--dry-run', action='store_true', help='demo scale: print the commands, run nothing')
+    parser.add_argument(
+        '--run', action='store_true', help='paper scale: run the commands, not only print them')
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    experiments = load_experiments()
+    if args.list:
+        print('\n'.join(describe(e) for e in experiments.values()))
+        return 0
+    if args.all:
+        for experiment in experiments.values():
+            if experiment.get('demo'):
+                print(f'== {experiment["id"]}', flush=True)
+                status = run_commands(commands_for(experiment, 'demo'))
+                if status:
+                    return status
+        return 0
+    if args.experiment is None:
+        raise SystemExit('name an experiment id, or --list; ids: ' + ', '.join(experiments))
+    if args.experiment not in experiments:
+        raise SystemExit(f'unknown experiment {args.experiment!r}; ids: ' + ', '.join(experiments))
+    commands = commands_for(experiments[args.experiment], args.scale)
+    printing = args.dry_run if args.scale == 'demo' else not args.run
+    if printing:
+        print('\n'.join(commands))
+        return 0
+    return run_commands(commands)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

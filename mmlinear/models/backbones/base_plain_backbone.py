@@ -325,8 +325,8 @@ class BasePlainBackbone(BaseModule):
                 from an array. Defaults to True.
             input_dtype (torch.dtype, optional): The image's dtype. Defaults to the weights'.
             compute_dtype (torch.dtype, optional): The dtype of autocast's low-precision ops
-                (e.g. ``torch.bfloat16``). Defaults to None: autocast's dtype on the
-                weights' device where it is on in the calling context (as
+                (e.g. ``torch.bfloat16``). Defaults to None: for float32 weights autocast's
+                dtype on their device where it is on in the calling context (as
                 :meth:`forward_streamed` runs under it), else the weights' dtype.
 
         Returns:
@@ -337,7 +337,10 @@ class BasePlainBackbone(BaseModule):
         p = self.patch_size
         grid_h, grid_w = self._grid_shape(image_shape)
         weight = self.patch_embed.projection.weight
-        compute_dtype = compute_dtype or autocast_dtype(weight.device.type) or weight.dtype
+        if compute_dtype is None:
+            # Autocast narrows float32 only (float64 stays float64).
+            narrowed = autocast_dtype(weight.device.type) if weight.dtype == torch.float32 else None
+            compute_dtype = narrowed or weight.dtype
         itemsize = weight.element_size()
         input_itemsize = torch.empty((), dtype=input_dtype or weight.dtype).element_size()
         compute_itemsize = torch.empty((), dtype=compute_dtype).element_size()

@@ -324,6 +324,17 @@ def test_memory_model_covers_every_live_tensor(build, compute_dtype):
         assert predicted.stream_bytes == full.stream_bytes  # the stream stays float32
 
 
+def test_autocast_narrows_the_prediction_of_float32_weights_only():
+    """Autocast leaves float64 computations in float64, so their prediction stays whole."""
+    shape = (1, 3, 256, 256)
+    for dtype, narrowed in ((torch.float32, True), (torch.float64, False)):
+        model = weightformer(dtype)
+        plain = model.predict_streamed_memory(shape, chunk_rows=4)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            under_autocast = model.predict_streamed_memory(shape, chunk_rows=4)
+        assert (under_autocast.band_bytes < plain.band_bytes) == narrowed
+
+
 def test_memory_limit_picks_the_tallest_band_that_fits():
     model = infvit(out_type='featmap')
     shape = (2, 3, 77, 61)

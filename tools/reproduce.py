@@ -11,11 +11,14 @@ The experiments, their commands and what each still lacks are in
 ``tools/reproduce_experiments.yml``; their results are written up where ``docs`` says. A demo
 run first makes the files its commands read when they are missing (the bundled data, a demo
 checkpoint), then runs its commands in order from the repository root and stops at the first
-that fails, with its exit status.
+that fails, with its exit status. Both scales end with what the paper reports for the configs
+of the experiment's paper-scale commands, read from the model index (``Results``), beside
+which the run's own tools print what they measured.
 """
 import argparse
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 from typing import Dict, List, Optional
@@ -24,6 +27,7 @@ import yaml
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 EXPERIMENTS_FILE = osp.join(REPO_ROOT, 'tools', 'reproduce_experiments.yml')
+MODEL_INDEX = osp.join(REPO_ROOT, 'mmlinear', '.mim', 'model-index.yml')
 SCALES = ('demo', 'paper')
 
 
@@ -81,6 +85,22 @@ def commands_for(experiment: dict, scale: str) -> List[str]:
     return commands
 
 
+def reported_results(experiment: dict) -> List[str]:
+    """What the paper reports for each config of the experiment's paper-scale commands that
+    has ``Results`` in the model index, a line per config (none without such configs)."""
+    import modelindex
+    configs = set()
+    for command in experiment.get('paper_scale') or []:
+        configs.update(re.findall(r'configs/\S+\.py', command))
+    lines = []
+    for model in modelindex.load(MODEL_INDEX).models:
+        if model.config in configs and model.results:
+            metrics = '; '.join(f'{result.dataset} {name} {value}' for result in model.results
+                                for name, value in result.metrics.items())
+            lines.append(f'  {model.name}: {metrics}')
+    return ['reported by the paper (model index; not reproduced here):'] + lines if lines else []
+
+
 def run_commands(commands: List[str]) -> int:
     """Run commands in order from the repository root with this interpreter as ``python``
     (and as ``$PYTHON``); the exit status of the first that fails, else 0."""
@@ -124,17 +144,24 @@ def main(argv: Optional[List[str]] = None) -> int:
                 status = run_commands(commands_for(experiment, 'demo'))
                 if status:
                     return status
+                for line in reported_results(experiment):
+                    print(line)
         return 0
     if args.experiment is None:
         raise SystemExit('name an experiment id, or --list; ids: ' + ', '.join(experiments))
     if args.experiment not in experiments:
         raise SystemExit(f'unknown experiment {args.experiment!r}; ids: ' + ', '.join(experiments))
-    commands = commands_for(experiments[args.experiment], args.scale)
+    experiment = experiments[args.experiment]
+    commands = commands_for(experiment, args.scale)
     printing = args.dry_run if args.scale == 'demo' else not args.run
+    status = 0
     if printing:
         print('\n'.join(commands))
-        return 0
-    return run_commands(commands)
+    else:
+        status = run_commands(commands)
+    for line in reported_results(experiment):
+        print(line)
+    return status
 
 
 if __name__ == '__main__':

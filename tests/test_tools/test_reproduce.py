@@ -58,10 +58,19 @@ def test_a_demo_run_makes_its_missing_prerequisites_first():
     assert reproduce.commands_for(dict(experiment, paper_scale=['make x']), 'paper') == ['make x']
 
 
-def test_paper_scale_commands_are_printed_not_run():
+def test_paper_scale_commands_are_printed_with_what_the_paper_reports():
+    """The commands (not run), then the model index's reported results of their configs."""
     printed = run_tool_main(reproduce, 'weightformer-coco-vs-deit', '--scale', 'paper')
     assert printed.returncode == 0
-    assert printed.stdout.splitlines() == EXPERIMENTS['weightformer-coco-vs-deit']['paper_scale']
+    commands = EXPERIMENTS['weightformer-coco-vs-deit']['paper_scale']
+    assert printed.stdout.splitlines() == commands + [
+        'reported by the paper (model index; not reproduced here):',
+        '  mask-rcnn_weightformer-t_simple-pyramid_1x_coco: COCO box AP 45.0; COCO mask AP 38.3',
+        '  mask-rcnn_deit-t_simple-pyramid_1x_coco: COCO box AP 44.4; COCO mask AP 38.1',
+    ]
+    # An experiment whose configs report nothing ends with its commands.
+    flops = run_tool_main(reproduce, 'veca-interactions', '--dry-run')
+    assert flops.stdout.splitlines() == EXPERIMENTS['veca-interactions']['demo']
 
 
 def test_a_demo_experiment_runs_its_real_commands():

@@ -46,7 +46,8 @@ CASES = [
      (torch.randn(1, 3, 32, 32), active_cores=72), ValueError,
      r'active_cores must be one of \(8, 16, 24, 32, 40, 48, 56, 64\).*got 72'),
     ('unknown attn_type', lambda: infvit(attn_type='flash'), ValueError,
-     r"unknown attn_type 'flash'; allowed: 'softmax', 'pure', 'linear', 'none'"),
+     r"unknown attn_type 'flash'; allowed: 'softmax', 'pure', 'linear', 'none', "
+     r"'elu_linear', 'performer', 'linformer', 'nystromformer'"),
     ('unknown out_type', lambda: weightformer(out_type='cls_token'), ValueError,
      r"unknown out_type 'cls_token'; allowed: 'featmap', 'avg_featmap'"),
     ('frozen_stages out of range', lambda: infvit(frozen_stages=9), ValueError,

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
-from ..layers.infvit_block import STREAMED_ATTN_TYPES
+from ..layers.infvit_block import check_streamable
 from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
 from ..utils.image_rows import ImageRows
 from ..utils.pos_embed import BandPosEmbed
@@ -39,8 +39,10 @@ class InfViT(BasePlainBackbone):
         arch (str | dict): A preset of ``arch_zoo`` ('infvit-4l', 'infvit-24l', the small
             'infvit-demo' and 'test') or a dict with ``embed_dims``, ``num_layers``,
             ``num_heads`` and ``feedforward_channels``. Defaults to 'infvit-4l'.
-        attn_type (str): 'linear', 'pure', 'softmax' or 'none' (no token mixing, an
-            ablation control). Defaults to 'linear'.
+        attn_type (str): 'linear', 'pure', 'softmax', 'none' (no token mixing, an
+            ablation control) or an efficient-attention baseline of the InfSA paper's
+            comparison: 'elu_linear', 'performer', 'linformer' or 'nystromformer'.
+            Defaults to 'linear'.
         img_size (int | tuple[int, int]): Size the position table is made for.
             Defaults to 224.
         patch_size (int): Patch side. Defaults to 16.
@@ -67,6 +69,10 @@ class InfViT(BasePlainBackbone):
             (stage 0) and then the first ``frozen_stages`` layers; -1 freezes nothing.
             Defaults to -1.
         with_cp (bool): Gradient checkpointing of each block (saves memory). Defaults to False.
+        mixer_cfg (dict, optional): Options of an efficient-attention baseline (see
+            :class:`InfSAAttention`); Linformer's ``max_tokens`` defaults to the tokens of
+            ``img_size`` (the CLS token and its patches), the longest input it then takes.
+            Defaults to None.
         init_cfg (dict | list[dict], optional): Initialisation config. Defaults to truncated
             normal (std 0.02) Linear layers, as DeiT.
     """
@@ -105,6 +111,7 @@ class InfViT(BasePlainBackbone):
                  interpolate_mode: str = 'bicubic',
                  frozen_stages: int = -1,
                  with_cp: bool = False,
+                 mixer_cfg: Optional[Dict[str, Any]] = None,
                  init_cfg: Optional[Union[dict, List[dict]]] = TRUNC_NORMAL_INIT) -> None:
         super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp, init_cfg)
         check_choice('attn_type', attn_type, ATTN_TYPES)
@@ -121,6 +128,9 @@ class InfViT(BasePlainBackbone):
             torch.zeros(1, self.num_extra_tokens + num_patches, self.embed_dims))
         self.drop_after_pos = nn.Dropout(drop_rate)
 
+        mixer_cfg = dict(mixer_cfg or {})
+        if attn_type == 'linformer':
+            mixer_cfg.setdefault('max_tokens', self.num_extra_tokens + num_patches)
         # On the CPU, so that the model can also be built on the meta device (shapes only).
         dpr = torch.linspace(0, drop_path_rate, self.num_layers, device='cpu').tolist()
         self.blocks = nn.ModuleList(
@@ -136,7 +146,8 @@ class InfViT(BasePlainBackbone):
                 rho_init=rho_init,
                 rho_mode=rho_mode,
                 qkv_bias=qkv_bias,
-                tie_qk=tie_qk) for i in range(self.num_layers))
+                tie_qk=tie_qk,
+                mixer_cfg=mixer_cfg) for i in range(self.num_layers))
         self._add_final_norm(
             nn.LayerNorm(self.embed_dims, eps=layer_norm_eps) if final_norm else nn.Identity())
 
@@ -224,11 +235,7 @@ class InfViT(BasePlainBackbone):
         return dict(num_extra_tokens=self.num_extra_tokens), state
 
     def _check_streamable(self) -> None:
-        if self.attn_type not in STREAMED_ATTN_TYPES:
-            raise ValueError(f'forward_streamed needs a fixed-size attention summary, which '
-                             f'{self.attn_type!r} attention has not (every query needs every '
-                             f'key); attn_type values that stream: '
-                             f'{", ".join(map(repr, STREAMED_ATTN_TYPES))}')
+        check_streamable(self.attn_type)
 
     def _stream_workspace_per_token(self) -> BandWorkspace:
         # The MLP's hidden state, its activation (2 F) and its output (C) come out of linear
@@ -267,7 +274,8 @@ class InfViT(BasePlainBackbone):
 
         Returns:
             list[Tensor | None]: Per layer, over the 1 + N tokens (CLS first): (B, heads,
-            1 + N, 1 + N) for 'pure' (rows of rho * A_hat) and 'softmax'; (B, heads, 1 + N)
-            key weights ``a`` for 'linear'; None for 'none'.
+            1 + N, 1 + N) for 'pure' (rows of rho * A_hat), 'softmax' and the
+            efficient-attention baselines; (B, heads, 1 + N) key weights ``a`` for 'linear';
+            None for 'none'.
         """
         return [step.weights for step in self._run_blocks(x, padding_mask, need_weights=True)]

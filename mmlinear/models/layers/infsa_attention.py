@@ -1,16 +1,18 @@
-"""Multi-head attention with a choice of token mixer: softmax, Pure InfSA or Linear-InfSA."""
+"""Multi-head attention with a choice of token mixer: softmax, Pure InfSA, Linear-InfSA or one of
+the efficient-attention baselines."""
 import math
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mmlinear.ops import linear_infsa_key_weights, pure_infsa, pure_infsa_scores
-from ..utils import check_choice, extend_padding_mask
+from ..utils import autocast_disabled, check_choice, extend_padding_mask
+from .efficient_attention import EFFICIENT_ATTENTIONS, accumulation_dtype, build_efficient_attention
 from .linear_infsa_summary import LinearInfSASummary
 
-ATTN_TYPES = ('softmax', 'pure', 'linear', 'none')
+ATTN_TYPES = ('softmax', 'pure', 'linear', 'none') + tuple(EFFICIENT_ATTENTIONS)
 RHO_MODES = ('per_head', 'per_layer', 'fixed')
 
 
@@ -24,6 +26,11 @@ class InfSAAttention(nn.Module):
       attention dropout) V and the output projection run once per (sample, head) on the
       pooled inputs instead of once per token (see :meth:`_factorised_linear_infsa`).
     - ``'none'``: no token mixing (the attention branch outputs zeros); an ablation control.
+    - The efficient-attention baselines of the InfSA paper's comparison, in the same body:
+      ``'elu_linear'`` (Katharopoulos et al., 2020), ``'performer'`` (FAVOR+),
+      ``'linformer'`` and ``'nystromformer'``; see
+      :mod:`mmlinear.models.layers.efficient_attention`. They run in float32 (float64 for
+      float64) under autocast, and take no attention dropout.
 
     Separate q/k/v/out projections keep timm / torchvision / mmpretrain ViT weights loadable
     (the official converter splits a packed in-projection the same way). rho exists for the
@@ -44,6 +51,10 @@ class InfSAAttention(nn.Module):
         tie_qk (bool): Use the query projection for the keys too (one C x C projection fewer;
             a guess at how the paper's Linear-InfViT has fewer parameters). Defaults to False.
         eps (float): Stabiliser of the InfSA normalisations. Defaults to 1e-6.
+        mixer_cfg (dict, optional): Options of an efficient-attention baseline, e.g.
+            ``dict(num_features=64)`` for 'performer', ``dict(max_tokens=197, proj_len=64)``
+            for 'linformer' (``max_tokens`` is required there), ``dict(num_landmarks=32)``
+            for 'nystromformer'. Only those types take it. Defaults to None.
     """
 
     def __init__(self,
@@ -56,10 +67,20 @@ class InfSAAttention(nn.Module):
                  attn_drop: float = 0.,
                  proj_drop: float = 0.,
                  tie_qk: bool = False,
-                 eps: float = 1e-6) -> None:
+                 eps: float = 1e-6,
+                 mixer_cfg: Optional[Dict[str, Any]] = None) -> None:
         super().__init__()
         check_choice('attn_type', attn_type, ATTN_TYPES)
         check_choice('rho_mode', rho_mode, RHO_MODES)
+        if attn_type in EFFICIENT_ATTENTIONS:
+            if attn_drop > 0:
+                raise ValueError(f'{attn_type!r} attention takes no attention dropout, got '
+                                 f'attn_drop={attn_drop}; attention dropout is supported by '
+                                 f"'softmax', 'pure' and 'linear'")
+        elif mixer_cfg:
+            raise ValueError(f'mixer_cfg configures an efficient-attention baseline '
+                             f'({", ".join(map(repr, EFFICIENT_ATTENTIONS))}), not '
+                             f'{attn_type!r} attention')
         if embed_dims % num_heads != 0:
             raise ValueError(f'embed_dims ({embed_dims}) must be divisible by num_heads '
                              f'({num_heads})')
@@ -82,6 +103,9 @@ class InfSAAttention(nn.Module):
         self.v_proj = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         self.out_proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
+        if attn_type in EFFICIENT_ATTENTIONS:
+            self.mixer = build_efficient_attention(attn_type, self.head_dims, **(mixer_cfg or {}))
+            return
         if attn_type == 'softmax':
             return
         logit = torch.full((num_heads if rho_mode == 'per_head' else 1, ),
@@ -103,7 +127,8 @@ class InfSAAttention(nn.Module):
 
         Softmax and Pure InfSA score every pair of the T = E + N tokens (T^2). Linear-InfSA
         scores each key once, against the one energy-pooled query (T); the energies are
-        per token and score no pair. 'none' scores nothing.
+        per token and score no pair. 'none' scores nothing. The baselines count their own
+        (e.g. T k for Linformer, none for the feature-map attentions).
 
         Args:
             num_patches (int): N.
@@ -113,6 +138,8 @@ class InfSAAttention(nn.Module):
             int: The number of scores one head computes.
         """
         num_tokens = num_patches + num_extra_tokens
+        if self.attn_type in EFFICIENT_ATTENTIONS:
+            return self.mixer.interactions(num_tokens)
         return {
             'softmax': num_tokens**2,
             'pure': num_tokens**2,
@@ -144,7 +171,8 @@ class InfSAAttention(nn.Module):
             Tensor | tuple[Tensor, Tensor]: (B, T, C) output, T = E + N; with
             ``need_weights`` also the weights over the T tokens: (B, H, T, T) for 'softmax'
             and 'pure' (rows of rho * A_hat for 'pure'), (B, H, T) key weights ``a`` for
-            'linear', and None for 'none'. For 'linear'
+            'linear', (B, H, T, T) for the baselines (the matrix their approximation
+            multiplies V with), and None for 'none'. For 'linear'
             without ``need_weights`` and attention dropout, and without output dropout, the
             output is an expanded view of one (B, C) vector (stride 0 along T): copy it
             before writing to it in place.
@@ -165,7 +193,9 @@ class InfSAAttention(nn.Module):
             return self.proj_drop(out[:, None, :].expand(B, T, C))
         v = self._split_heads(self.v_proj(x))
         weights = None
-        if self.attn_type == 'softmax':
+        if self.attn_type in EFFICIENT_ATTENTIONS:
+            out, weights = self._efficient_attention(q, k, v, key_padding_mask, need_weights)
+        elif self.attn_type == 'softmax':
             out, weights = self._softmax(q, k, v, key_padding_mask, attn_drop, need_weights)
         elif need_weights or attn_drop > 0:
             # Explicit path: the scores are needed (maps) or dropped out (training).
@@ -239,6 +269,17 @@ class InfSAAttention(nn.Module):
     def keys(self, x: Tensor) -> Tensor:
         """(B, T, C) attention inputs -> (B, H, T, d) keys (the queries with ``tie_qk``)."""
         return self._split_heads((self.q_proj if self.k_proj is None else self.k_proj)(x))
+
+    def _efficient_attention(self, q: Tensor, k: Tensor, v: Tensor,
+                             key_padding_mask: Optional[Tensor],
+                             need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
+        # Exponentials, feature sums and the pseudo-inverse iteration run outside autocast,
+        # in float32 (float64 for float64), and the output returns to q's dtype.
+        acc = accumulation_dtype(q.dtype)
+        with autocast_disabled(q.device.type):
+            out, weights = self.mixer(
+                q.to(acc), k.to(acc), v.to(acc), key_padding_mask, need_weights)
+        return out.to(q.dtype), weights
 
     def _softmax(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor],
                  attn_drop: float, need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:

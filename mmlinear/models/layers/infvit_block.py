@@ -15,6 +15,22 @@ from .mlp import Mlp
 STREAMED_ATTN_TYPES = ('linear', 'none')
 
 
+def check_streamable(attn_type: str) -> None:
+    """Refuse to stream an attention type that has no streamed path, saying why.
+
+    Raises:
+        ValueError: Naming the attention types that stream.
+    """
+    if attn_type in STREAMED_ATTN_TYPES:
+        return
+    if attn_type in ('pure', 'softmax'):
+        reason = 'has no fixed-size summary (every query needs every key)'
+    else:
+        reason = 'is an efficient-attention baseline without a streamed path'
+    raise ValueError(f'{attn_type!r} attention {reason} and cannot stream; attn_type values '
+                     f'that stream: {", ".join(map(repr, STREAMED_ATTN_TYPES))}')
+
+
 class InfViTBlock(nn.Module):
     """``x + DropPath(Attn(LN(x)))`` then ``x + DropPath(MLP(LN(x)))``.
 
@@ -27,7 +43,7 @@ class InfViTBlock(nn.Module):
         drop_path_rate (float): Stochastic depth of both branches. Defaults to 0.
         layer_norm_eps (float): Epsilon of the two LayerNorms. Defaults to 1e-6.
         **attn_kwargs: ``attn_type``, ``rho_init``, ``rho_mode``, ``qkv_bias``, ``tie_qk``,
-            passed to :class:`InfSAAttention`.
+            ``mixer_cfg``, passed to :class:`InfSAAttention`.
     """
 
     def __init__(self,
@@ -98,10 +114,7 @@ class InfViTBlock(nn.Module):
                 mask is the stream's.
         """
         attn = self.attn
-        if attn.attn_type not in STREAMED_ATTN_TYPES:
-            raise ValueError(f'{attn.attn_type!r} attention has no fixed-size summary and '
-                             f'cannot stream; attn_type values that stream: '
-                             f'{", ".join(map(repr, STREAMED_ATTN_TYPES))}')
+        check_streamable(attn.attn_type)
         mixed = 0.
         if attn.attn_type == 'linear':
             summary = LinearInfSASummary(attn.eps)

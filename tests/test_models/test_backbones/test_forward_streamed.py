@@ -240,10 +240,16 @@ def test_bfloat16_model_streams_through_a_disk_buffer(tmp_path):
     assert max_relative_error(streamed[-1].float(), expected) <= 2e-2
 
 
-@pytest.mark.parametrize('attn_type', ['pure', 'softmax'])
-def test_attention_without_a_fixed_size_summary_is_refused(attn_type):
+@pytest.mark.parametrize('attn_type,reason', [('pure', 'no fixed-size summary'),
+                                              ('softmax', 'no fixed-size summary'),
+                                              ('performer', 'baseline without a streamed path'),
+                                              ('nystromformer', 'baseline without')])
+def test_attention_without_a_streamed_path_is_refused(attn_type, reason):
     model = infvit(attn_type=attn_type)
-    with pytest.raises(ValueError, match=r"cannot|'linear', 'none'"):
+    with pytest.raises(
+            ValueError,
+            match=f"{reason}.*cannot stream; attn_type values that "
+            "stream: 'linear', 'none'"):
         model.forward_streamed(image(), chunk_rows=2)
 
 

@@ -1,0 +1,49 @@
+"""Attention through a positive feature map: the O(N) form that ELU+1 linear attention and
+Performer share."""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def kernel_attention(query_features: Tensor,
+                     key_features: Tensor,
+                     v: Tensor,
+                     key_padding_mask: Optional[Tensor] = None,
+                     eps: float = 0.,
+                     need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+    """``out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / (phi(q_i)^T sum_j phi(k_j) + eps)``.
+
+    The similarity of a query and a key is the dot product of their (positive) features, so
+    the sums over the keys can be taken once for every query: O(N m d) instead of O(N^2 d)
+    (Katharopoulos et al., 2020, Eq. 5-6). Padded keys get zero features, so they add nothing
+    to either sum.
+
+    Args:
+        query_features (Tensor): (B, H, T, m) phi(q), positive.
+        key_features (Tensor): (B, H, S, m) phi(k), positive.
+        v (Tensor): (B, H, S, d) values.
+        key_padding_mask (Tensor, optional): (B, S) bool, True on padded keys.
+        eps (float): Added to the normaliser. Defaults to 0.
+        need_weights (bool): Also return the attention matrix (O(T S) memory).
+            Defaults to False.
+
+    Returns:
+        tuple[Tensor, Tensor | None]: (B, H, T, d) outputs, and with ``need_weights`` the
+        (B, H, T, S) weights, each row the similarities over their sum (plus eps).
+    """
+    if key_padding_mask is not None:
+        key_features = key_features.masked_fill(key_padding_mask[:, None, :, None], 0.)
+    if need_weights:
+        scores = query_features @ key_features.transpose(-2, -1)
+        weights = scores / (scores.sum(-1, keepdim=True) + eps)
+        return weights @ v, weights
+    key_value = key_features.transpose(-2, -1) @ v
+    normaliser = query_features @ key_features.sum(-2).unsqueeze(-1)
+    return (query_features @ key_value) / (normaliser + eps), None
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float64 stays float64; every other dtype computes the baselines in float32 (their
+    exponentials and pseudo-inverse iterations overflow or drift in half precision)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32

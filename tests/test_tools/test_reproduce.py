@@ -86,9 +86,9 @@ def test_unknown_ids_and_missing_scales_are_refused_with_what_exists():
     unknown = run_tool_main(reproduce, 'infsa-nope')
     assert unknown.returncode == 1
     assert "unknown experiment 'infsa-nope'; ids: infsa-imagenet, " in unknown.stderr
-    pending = run_tool_main(reproduce, 'infsa-efficient-attention')
+    pending = run_tool_main(reproduce, 'weightformer-generation')
     assert pending.returncode == 1
-    assert 'has no demo-scale commands; pending: the ELU+1' in pending.stderr
+    assert 'has no demo-scale commands; pending: outside the detection' in pending.stderr
     only_paper = run_tool_main(reproduce, 'infsa-imagenet-v2', '--dry-run')
     assert 'has no demo-scale commands (it runs at --scale paper)' in only_paper.stderr
     assert run_tool_main(reproduce).returncode == 1  # neither an id nor --list

@@ -5,6 +5,9 @@ cannot be read from any single patch, and no sum of per-patch features encodes i
 without token mixing (mean-pooled per-token features) stays near chance while working attention
 learns it. Every variant gets the same body ('infvit-demo', patch 8,
 mean-pooled patch tokens, a linear head), data, schedule and seed; only ``attn_type`` differs.
+Besides the InfSA variants and the control (the default), ``--variants`` takes the
+efficient-attention baselines of the InfSA paper's comparison ('elu_linear', 'performer',
+'linformer', 'nystromformer'), with the options of their demo classifiers in configs/demo.
 
 Prints the accuracies side by side, and writes ``results.json`` and ``curves.png`` (validation
 accuracy per epoch) to ``--out``.
@@ -17,7 +20,7 @@ import json
 import os
 import os.path as osp
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -27,9 +30,13 @@ from PIL import Image
 from torch import Tensor, nn
 
 from mmlinear.models import InfViT
+from mmlinear.models.layers import ATTN_TYPES
 
 CLASSES = ('same', 'different')
 VARIANTS = ('none', 'linear', 'pure', 'softmax')
+#: The baselines' options, as in their demo classifiers (configs/demo/infvit-demo-*_shapes-cls.py):
+#: the 65 tokens of a 64 x 64 image projected to 16 (Linformer), or 16 landmarks (Nystromformer).
+MIXER_CFGS = {'linformer': dict(proj_len=16), 'nystromformer': dict(num_landmarks=16)}
 
 
 def load_split(root: str, split: str) -> Tuple[Tensor, Tensor]:
@@ -56,7 +63,8 @@ class PooledClassifier(nn.Module):
             attn_type=attn_type,
             img_size=64,
             patch_size=8,
-            out_type='avg_featmap')
+            out_type='avg_featmap',
+            mixer_cfg=MIXER_CFGS.get(attn_type))
         self.backbone.init_weights()
         self.head = nn.Linear(self.backbone.embed_dims, len(CLASSES))
 
@@ -128,16 +136,16 @@ def plot(curves: Dict[str, List[float]], path: str) -> None:
     fig.savefig(path, dpi=100)
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data', default='data/shapes/relation')
     parser.add_argument('--out', default='work_dirs/benchmark_relation')
-    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=ATTN_TYPES)
     parser.add_argument('--epochs', type=int, default=30)
     parser.add_argument('--batch-size', type=int, default=64)
     parser.add_argument('--lr', type=float, default=2e-3)
     parser.add_argument('--seed', type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     # Keep mmengine's per-parameter initialisation report out of the progress output.
     MMLogger.get_instance('mmlinear_benchmark', log_level='WARNING')
     if args.epochs < 1 or args.batch_size < 1:

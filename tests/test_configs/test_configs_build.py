@@ -23,6 +23,10 @@ def test_configs_exist():
         assert f'infvit/mask-rcnn_infvit-4l-{variant}_simple-pyramid_1x_coco.py' in names
         assert f'infvit/upernet_infvit-4l-{variant}_8xb2-160k_ade20k-512x512.py' in names
     assert sum(n.startswith('demo/') for n in names) >= 3
+    # The attention-quality comparison trains every attention type under the Linear demo's
+    # recipe.
+    for variant in ('linear', 'pure', 'softmax', 'none'):
+        assert f'demo/infvit-demo-{variant}_shapes-cls.py' in names
     for arch in ('t', 's', 'b'):
         assert any(
             n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k.py')
@@ -37,6 +41,20 @@ def test_configs_exist():
                  'mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py',
                  'upernet_weightformer-demo_shapes-ade.py'):
         assert f'demo/{name}' in names
+
+
+@pytest.mark.parametrize(
+    'variant', ('pure', 'softmax', 'none', 'elu-linear', 'performer', 'linformer', 'nystromformer'))
+def test_demo_attention_variants_differ_from_the_linear_demo_in_attn_type_only(variant):
+    """The attention-quality and efficient-attention comparisons train every attention type
+    under the Linear demo's recipe (the baselines add their own options)."""
+    demo = osp.join(REPO_ROOT, 'configs', 'demo', 'infvit-demo-{}_shapes-cls.py')
+    linear = Config.fromfile(demo.format('linear')).to_dict()
+    other = Config.fromfile(demo.format(variant)).to_dict()
+    assert linear['model']['backbone'].pop('attn_type') == 'linear'
+    assert other['model']['backbone'].pop('attn_type') == variant.replace('-', '_')
+    other['model']['backbone'].pop('mixer_cfg', None)
+    assert other == linear
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: osp.relpath(p, REPO_ROOT))

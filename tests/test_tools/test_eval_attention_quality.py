@@ -5,7 +5,7 @@ from itertools import product
 import numpy as np
 import pytest
 import torch
-from analysis_tools_loader import load_tool
+from analysis_tools_loader import load_tool, run_tool_main
 
 from mmlinear.apis import list_images
 
@@ -113,3 +113,38 @@ def test_cli_on_the_bundled_coco_boxes(tiny_data, tmp_path):
     assert all(0 <= r['bbox_roc_auc'] <= 1 for r in result['per_image'])
     assert [len(c) for c in result['mean_curves'].values()] == [5, 5]
     assert (out / 'curves.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def quality_args(tiny_data, config, out, *extra):
+    return [
+        config, '--images',
+        osp.join(tiny_data, 'coco', 'images', 'val'), '--boxes',
+        osp.join(tiny_data, 'coco', 'annotations', 'instances_val.json'), '--max-images', '3',
+        '--img-size', '64', '--steps', '4', '--batch-size', '2', '--out',
+        str(out), *extra
+    ]
+
+
+def test_a_model_without_attention_needs_the_random_baseline(tiny_data, tmp_path):
+    none = 'configs/demo/infvit-demo-none_shapes-cls.py'
+    refused = run_tool_main(quality, *quality_args(tiny_data, none, tmp_path / 'attention'))
+    assert refused.returncode == 1
+    assert "builds attn_type 'none'" in refused.stderr
+    assert 'allowed --saliency: attention, random' in refused.stderr
+    assert not (tmp_path / 'attention').exists()
+    with pytest.raises(ValueError, match='allowed: attention, random'):
+        quality.check_saliency_source(torch.nn.Linear(1, 1), 'gradient', none)
+
+    def scores(out, seed):
+        run = run_tool_main(
+            quality, *quality_args(tiny_data, none, out, '--saliency', 'random', '--seed', seed))
+        assert run.returncode == 0, run.stderr
+        assert 'random patch order' in run.stdout
+        with open(out / 'quality.json') as f:
+            return json.load(f)['per_image']
+
+    first = scores(tmp_path / 'a', 0)
+    # Seeded: the initial weights and the random order repeat; another seed changes both.
+    assert scores(tmp_path / 'b', 0) == first
+    assert scores(tmp_path / 'c', 1) != first
+    assert len(first) == 3 and all(0 <= r['bbox_roc_auc'] <= 1 for r in first)

@@ -16,6 +16,15 @@ layer, how many steps, how the map is upsampled); the choices made here, all opt
 - **Bbox ROC-AUC / PR-AUC**: the saliency upsampled (bilinear) to the image is a pixel score
   for "inside a ground-truth box"; ROC-AUC (Mann-Whitney, ties counted half) and average
   precision per image, averaged over the images that have pixels both in and out of boxes.
+- **Random baseline** (``--saliency random``): every patch gets a uniform random score
+  (seeded by ``--seed``), so MoRF and LeRF remove the patches in a random order (LeRF in the
+  reverse of MoRF's) and the box AUCs are those of a map that knows nothing: ROC-AUC near 50,
+  PR-AUC near the share of box pixels. A classifier without an attention map (InfViT with
+  ``attn_type='none'``, no token mixing) is scored only this way: with the default
+  ``--saliency attention`` the tool refuses it.
+
+Without ``--checkpoint`` the classifier keeps its initial weights, drawn after seeding torch
+with ``--seed``, so a random-weight run is repeatable.
 
 Boxes come from ImageNet-style (Pascal VOC) XML files named like the images, or a COCO json.
 
@@ -24,6 +33,10 @@ Writes ``--out``/quality.json (per-image values, mean curves) and curves.png.
 Example:
     python tools/analysis_tools/eval_attention_quality.py \\
         configs/demo/infvit-demo-linear_shapes-cls.py --checkpoint CKPT \\
+        --images data/shapes/coco/images/val \\
+        --boxes data/shapes/coco/annotations/instances_val.json --img-size 64
+    python tools/analysis_tools/eval_attention_quality.py \\
+        configs/demo/infvit-demo-none_shapes-cls.py --checkpoint CKPT --saliency random \\
         --images data/shapes/coco/images/val \\
         --boxes data/shapes/coco/annotations/instances_val.json --img-size 64
 """
@@ -45,6 +58,8 @@ from mmlinear.utils.progress import ProgressETA
 from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
 
 ORDERS = ('morf', 'lerf')
+#: Where the patch scores come from: the backbone's attention, or a seeded random order.
+SALIENCY_SOURCES = ('attention', 'random')
 
 
 # ----------------------------------------------------------------------------------------
@@ -197,9 +212,32 @@ def perturbation_curve(classifier: nn.Module, x: Tensor, saliency: Tensor, order
     return torch.stack(curve, 1)
 
 
+def check_saliency_source(backbone: nn.Module, source: str, config: str) -> None:
+    """Refuse an attention saliency of a backbone that mixes no tokens.
+
+    Args:
+        backbone (nn.Module): The classifier's backbone.
+        source (str): One of ``SALIENCY_SOURCES``.
+        config (str): The config it was built from, named in the error.
+
+    Raises:
+        ValueError: If ``source`` is unknown, or is 'attention' for InfViT with
+            ``attn_type='none'`` (whose layers return no attention weights).
+    """
+    if source not in SALIENCY_SOURCES:
+        raise ValueError(f'unknown saliency {source!r}; allowed: {", ".join(SALIENCY_SOURCES)}')
+    if source == 'attention' and getattr(backbone, 'attn_type', None) == 'none':
+        raise ValueError(f"{config} builds attn_type 'none' (no token mixing), which has no "
+                         f'attention map to score; --saliency random scores it with a seeded '
+                         f'random patch order, the baseline every attention map is compared '
+                         f'with (allowed --saliency: {", ".join(SALIENCY_SOURCES)})')
+
+
 def evaluate(model: nn.Module, files: List[str], boxes: Dict[str, list], args) -> dict:
     """All metrics for the images, in batches."""
     mean, std = input_normalization(args.config)
+    # One generator for the whole run: the random scores depend on --seed and the batching.
+    generator = torch.Generator().manual_seed(args.seed)
 
     def classify(images: Tensor) -> Tensor:
         return model(images, mode='tensor')
@@ -209,8 +247,11 @@ def evaluate(model: nn.Module, files: List[str], boxes: Dict[str, list], args) -
     progress = ProgressETA(len(batches))
     for batch in batches:
         x, shown = load_images(batch, args.img_size, mean, std)
-        saliency = attention_saliency(model.backbone, x, args.layer, args.query)
         grid = patch_grid(model.backbone, x.shape[-2:])
+        if args.saliency == 'random':
+            saliency = torch.rand((x.shape[0], *grid), generator=generator)
+        else:
+            saliency = attention_saliency(model.backbone, x, args.layer, args.query)
         patch = -(-x.shape[-1] // grid[1])
         for order in ORDERS:
             curves[order].append(
@@ -269,6 +310,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--steps', type=int, default=10, help='perturbation steps L')
     parser.add_argument('--layer', type=int, default=-1)
     parser.add_argument('--query', default='mean', choices=QUERY_MODES)
+    parser.add_argument(
+        '--saliency',
+        default='attention',
+        choices=SALIENCY_SOURCES,
+        help="the backbone's attention maps, or a seeded random patch order (the baseline; "
+        "the only score of a model with attn_type 'none')")
+    parser.add_argument(
+        '--seed',
+        type=int,
+        default=0,
+        help='seeds the initial weights when no checkpoint is given, and --saliency random')
     parser.add_argument('--out', default='work_dirs/attention_quality')
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:
@@ -282,7 +334,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     MMLogger.get_instance('mmlinear_attention_quality', log_level='WARNING')
     files = list_images(args.images, args.max_images)
     boxes = load_boxes(args.boxes, files)
+    torch.manual_seed(args.seed)  # random weights, without a checkpoint, are then the same
     model = build_classifier(args.config, args.checkpoint)
+    try:
+        check_saliency_source(model.backbone, args.saliency, args.config)
+    except ValueError as error:
+        raise SystemExit(str(error))
     result = evaluate(model, files, boxes, args)
     os.makedirs(args.out, exist_ok=True)
     settings = vars(args)
@@ -290,6 +347,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         json.dump(dict(settings=settings, **result), f, indent=1)
     s = result['summary']
     name = osp.splitext(osp.basename(args.config))[0]
+    if args.saliency == 'random':
+        name += ' (random patch order)'
     plot_curves(result['mean_curves'], osp.join(args.out, 'curves.png'),
                 f'{name}: MoRF-AOC {s["morf_aoc"]:.1f}, LeRF-AOC {s["lerf_aoc"]:.1f}')
     print(f'{name} on {len(files)} images: MoRF-AOC {s["morf_aoc"]:.2f} (higher is better), '

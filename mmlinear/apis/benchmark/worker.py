@@ -6,7 +6,7 @@ A fresh process per case keeps the peak memory of one case from leaking into the
   resident-set high-water mark (``/proc/self/clear_refs``) and reads its RSS; the reported
   peak is ``VmHWM - RSS`` after the timed runs, i.e. the input, the activations and every
   temporary, but not the weights. Where ``clear_refs`` is unavailable, ``ru_maxrss`` minus the
-  RSS after construction is used (``mem_method`` in the result says which).
+  RSS after construction is used (``mem_method`` in the result says which; :mod:`.memory`).
 - CUDA: ``torch.cuda.max_memory_allocated`` minus the allocation after construction.
 
 The energy of the timed runs (not the warm-up) comes from the hardware's counters where they
@@ -24,7 +24,6 @@ state; the first compiled call (compilation included) is reported apart.
 import json
 import os
 import os.path as osp
-import resource
 import statistics
 import subprocess
 import sys
@@ -33,40 +32,10 @@ from typing import Any, Callable, Optional, Tuple
 
 from .cases import OK, image_hw
 from .energy import energy_meter
+from .memory import cpu_peak, is_oom, limit_data_segment, reset_cpu_peak
 from .timing import time_ms
 
 RESULT_PREFIX = 'BENCHMARK_RESULT '
-
-
-def _proc_status_kib(field: str) -> int:
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith(field + ':'):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-def _reset_cpu_peak() -> Tuple[int, str]:
-    """Reset the RSS high-water mark if the kernel allows it; returns (baseline bytes, method)."""
-    rss = _proc_status_kib('VmRSS') * 1024
-    try:
-        with open('/proc/self/clear_refs', 'w') as f:
-            f.write('5')
-        return _proc_status_kib('VmRSS') * 1024, 'VmHWM-after-reset minus RSS'
-    except OSError:
-        return rss, 'ru_maxrss minus RSS'
-
-
-def _cpu_peak(method: str) -> int:
-    if method.startswith('VmHWM'):
-        return _proc_status_kib('VmHWM') * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _is_oom(error: BaseException) -> bool:
-    text = str(error).lower()
-    return isinstance(error, MemoryError) or 'out of memory' in text or \
-        "can't allocate memory" in text or 'cannot allocate memory' in text
 
 
 def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
@@ -209,8 +178,7 @@ def run_case(case: dict) -> dict:
     if case['device'] == 'cpu':
         torch.set_num_threads(case['threads'])
         if case.get('mem_limit_gb'):
-            limit = int(case['mem_limit_gb'] * 2**30)
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+            limit_data_segment(case['mem_limit_gb'])
     device = torch.device(case['device'])
     height, width = image_hw(case['resolution'])
     autocast_dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(case['dtype'])
@@ -228,7 +196,7 @@ def run_case(case: dict) -> dict:
             torch.cuda.reset_peak_memory_stats()
             baseline, method = torch.cuda.memory_allocated(), 'cuda max_memory_allocated'
         else:
-            baseline, method = _reset_cpu_peak()
+            baseline, method = reset_cpu_peak()
         result['mem_method'] = method
         shape = (case['batch'], 3, height, width)
 
@@ -275,7 +243,7 @@ def run_case(case: dict) -> dict:
             finally:
                 joules = meter.stop()
             result['energy_j_per_img'] = joules / (case['repeats'] * case['batch'])
-        peak = (torch.cuda.max_memory_allocated() if device.type == 'cuda' else _cpu_peak(method))
+        peak = (torch.cuda.max_memory_allocated() if device.type == 'cuda' else cpu_peak(method))
         result['peak_mem_mb'] = max(peak - baseline, 0) / 2**20
         result['median_ms'] = statistics.median(result['times_ms'])
         if case.get('compile'):
@@ -287,7 +255,7 @@ def run_case(case: dict) -> dict:
                                                   case['repeats'])
             result['compiled_median_ms'] = statistics.median(result['compiled_times_ms'])
     except Exception as error:  # noqa: BLE001  (only allocation failures are recorded)
-        if not _is_oom(error):
+        if not is_oom(error):
             raise
         result.update(status='OOM', error=str(error).splitlines()[0][:200])
     return result

@@ -16,7 +16,7 @@ class_weight = [1.0, 4.7, 4.0]
 # Only the cores may carry a disc's colour to the other discs: the head keeps to a
 # neighbourhood. Without the stride-32 level (whose 3x3 convolutions see 3/4 of a 4 x 4 map)
 # and with a pyramid pooling of the 8 x 8 top map to its own size (the default (1, 2, 3, 6)
-# would hand every pixel the image's average), the head sees about +-30 pixels.
+# would hand every pixel the image's average), the head's receptive field is a few patches.
 model = dict(
     neck=dict(scale_factors=(4.0, 2.0, 1.0)),
     decode_head=dict(

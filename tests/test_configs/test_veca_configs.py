@@ -9,9 +9,12 @@ import torch
 from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import HOOKS, MODELS, init_default_scope
+from mmengine.runner import Runner
 from recipe_harness import use_buildable_teacher
+from test_linear_probe_configs import short_run
 
 import mmlinear  # noqa: F401
+from mmlinear.engine.hooks.elastic_core_budget_hook import REFERENCE_BUDGETS
 
 # The frozen dense linear probes (VECA and its DINOv3 teacher) have their own checks:
 # test_linear_probe_configs.py.
@@ -38,6 +41,7 @@ def test_veca_configs_exist():
         'demo/veca-demo_shapes-cls.py',
         'demo/mask-rcnn_veca-demo_simple-pyramid_shapes-coco.py',
         'demo/upernet_veca-demo_shapes-ade.py',
+        'demo/upernet_veca-demo-elastic_shapes-pairs.py',
         'demo/veca-demo_distill_shapes.py',
     } <= names
 
@@ -82,10 +86,12 @@ def test_config_builds_model(path):
         with torch.no_grad():
             feats = model.extract_feat(torch.randn(1, 3, 128, 128))
         sizes = [f.shape[-1] for f in feats]
-        assert sizes[:4] == [32, 16, 8, 4]
+        # The 8 x 8 map of 16-pixel patches, rescaled by the pyramid.
+        scales = cfg.model.neck.scale_factors
+        assert sizes[:len(scales)] == [int(8 * s) for s in scales]
         if cfg.default_scope == 'mmseg':
             logits = model._forward(torch.randn(1, 3, 128, 128))
-            assert logits.shape[:2] == (1, 4)
+            assert logits.shape[:2] == (1, len(cfg.classes))
 
 
 def check_distillation(path, cfg):
@@ -122,3 +128,22 @@ def check_distillation(path, cfg):
     if 'demo' in path:
         tokens = model(torch.randn(2, 3, 64, 64), mode='tensor')
         assert tokens['patches'].shape == (2, 16, 64)
+
+
+def test_pairs_demo_trains_elastically_on_the_pairs_scenes(tiny_data, tmp_path):
+    """The elastic dense demo: 3 iterations on the tiny pairs scenes, each at a drawn budget,
+    then validation at the full one."""
+    cfg = Config.fromfile(
+        osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_veca-demo-elastic_shapes-pairs.py'))
+    assert [h.type for h in cfg.custom_hooks] == ['mmlinear.ElasticCoreBudgetHook']
+    assert cfg.model.decode_head.num_classes == cfg.model.auxiliary_head.num_classes == 3
+    short_run(cfg, osp.join(tiny_data, 'pairs'), str(tmp_path / 'work'))
+    torch.manual_seed(0)
+    runner = Runner.from_cfg(cfg)
+    assert runner.train_dataloader.dataset.metainfo['classes'] == ('background', 'paired', 'single')
+    runner.train()
+    drawn = runner.message_hub.get_scalar('train/active_cores').data[0]
+    assert len(drawn) == 3 and set(drawn) <= set(REFERENCE_BUDGETS)
+    assert runner.model.backbone.active_cores == 64  # left at the evaluation budget
+    metrics = runner.val_loop.run()
+    assert 0 <= metrics['mIoU'] <= 100

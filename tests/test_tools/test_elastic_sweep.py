@@ -1,4 +1,5 @@
 import json
+import os
 import os.path as osp
 
 import pytest
@@ -92,3 +93,27 @@ def test_an_unknown_metric_names_the_reported_ones(tiny_data, tmp_path):
             '--out',
             str(tmp_path)
         ] + seg_options(tiny_data))
+
+
+def test_an_elastically_trained_config_runs_at_every_budget(tiny_data, tmp_path, monkeypatch):
+    """The pairs demo carries the ElasticCoreBudgetHook, which sets its evaluation budget
+    before every test epoch; the sweep's test loops must still run at each budget."""
+    from mmlinear.models.backbones import VECA
+    seen = []
+    forward = VECA.forward
+
+    def recording_forward(self, *args, **kwargs):
+        seen.append(kwargs.get('active_cores', self.active_cores))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(VECA, 'forward', recording_forward)
+    root = osp.join(tiny_data, 'pairs')
+    elastic_sweep.main([
+        'configs/demo/upernet_veca-demo-elastic_shapes-pairs.py', '--img-size', '128', '--budgets',
+        '8', '64', '--warmup', '0', '--repeats', '1', '--out',
+        str(tmp_path), '--cfg-options', f'test_dataloader.dataset.data_root={root}',
+        'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False'
+    ])
+    # Per budget: the timed forward, the FLOP count's, then one per validation image.
+    images = len(os.listdir(osp.join(root, 'images', 'validation')))
+    assert seen.count(8) >= images and seen.count(64) >= images

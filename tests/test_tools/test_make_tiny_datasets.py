@@ -82,3 +82,49 @@ def test_the_large_scene_is_a_georeferenced_four_band_16_bit_geotiff(tmp_path):
                             capture_output=True,
                             text=True)
     assert result.returncode != 0 and '--large-scene must be at least 128' in result.stderr
+
+
+def test_pairs_labels_say_whether_another_disc_has_the_colour(tiny_data):
+    """Recomputed from each scene: the discs (connected label regions), their colours (the
+    nearest palette colour to the image inside them), and from those the label each must
+    have."""
+    import numpy as np
+    from analysis_tools_loader import load_tool
+    from PIL import Image
+    from scipy import ndimage
+    tool = load_tool('make_tiny_datasets', osp.join(REPO_ROOT, 'tools', 'misc'))
+    palette = np.array(tool.RELATION_PALETTE, float)
+    paired, single = (tool.PAIR_CLASSES.index(c) for c in ('paired', 'single'))
+    root = osp.join(tiny_data, 'pairs')
+    counts = {paired: 0, single: 0}
+    for split in ('training', 'validation'):
+        names = sorted(os.listdir(osp.join(root, 'annotations', split)))
+        images = sorted(os.listdir(osp.join(root, 'images', split)))
+        assert names and [i.replace('.jpg', '.png') for i in images] == names
+        for name in names:
+            labels = np.array(Image.open(osp.join(root, 'annotations', split, name)))
+            image = np.array(
+                Image.open(osp.join(root, 'images', split, name.replace('.png', '.jpg'))), float)
+            assert labels.shape == image.shape[:2] == (128, 128)
+            assert set(np.unique(labels)) <= {0, paired, single}
+            shapes, count = ndimage.label(labels > 0)
+            assert 3 <= count <= 5
+            colours = []
+            for i in range(1, count + 1):
+                inside = shapes == i
+                assert len(np.unique(labels[inside])) == 1  # one label per disc
+                # One size: the disc's area, give or take its rasterised outline.
+                assert abs(inside.sum() / (np.pi * tool.PAIR_RADIUS**2) - 1) < 0.15
+                # The interior, away from the JPEG's blurred edges.
+                rgb = np.median(image[ndimage.binary_erosion(inside, iterations=2)], 0)
+                distance = np.linalg.norm(palette - rgb, axis=1)
+                assert distance.min() < 25
+                colours.append(int(distance.argmin()))
+                # More than a patch from every other disc.
+                gap = ndimage.distance_transform_edt(~inside)[(shapes > 0) & ~inside]
+                assert gap.size == 0 or gap.min() > 16
+            for i, colour in enumerate(colours):
+                expected = paired if colours.count(colour) > 1 else single
+                assert labels[shapes == i + 1][0] == expected
+                counts[expected] += 1
+    assert min(counts.values()) > 0  # both labels occur

@@ -176,6 +176,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             dataloader = Runner.build_dataloader(cfg.test_dataloader)
             backbone = classifier.backbone
         else:  # a dense config: its own test loop and evaluator
+            # An elastically trained config's ElasticCoreBudgetHook would reset every
+            # budget to its evaluation budget before each test epoch: the sweep sets them.
+            cfg.custom_hooks = [
+                h for h in cfg.get('custom_hooks', [])
+                if h['type'].split('.')[-1] != 'ElasticCoreBudgetHook'
+            ]
             try:
                 runner = build_test_runner(cfg, args.checkpoint, osp.join(args.out, 'runner'))
             except ValueError as error:  # another model's checkpoint

@@ -15,6 +15,12 @@ Four sets under ``--out`` (default ``data/shapes``):
   segmentation with polygons (mmdet CocoDataset).
 - ``ade/{images,annotations}/{training,validation}``: the same kind of scenes as .jpg images and
   .png label maps (0 background, 1 circle, 2 square, 3 triangle; mmseg BaseSegDataset).
+- ``pairs/{images,annotations}/{training,validation}``: a segmentation whose labels need the
+  whole image: 3-5 discs of one size, each filled with one of 6 colours, more than a 16-pixel
+  patch apart; a disc's pixels are 1 ("paired") when another disc in the image has its colour
+  and 2 ("single") when none has (0 background). A disc's colour and position are distributed
+  alike in both classes, so nothing within a disc or its neighbourhood tells its label: only
+  the other discs, anywhere in the image, do.
 
 A second run with the same arguments finds the completion stamp and does nothing.
 
@@ -33,7 +39,7 @@ import os
 import os.path as osp
 import shutil
 import time
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -184,17 +190,67 @@ def make_coco(root: str, split: str, count: int, rng: np.random.RandomState) -> 
         json.dump(dict(images=images, annotations=annotations, categories=categories), f)
 
 
-def make_ade(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
-    """ADE-style images (.jpg) and label maps (.png, 0 = background)."""
-    size = 128
+def write_seg_split(root: str, split: str, count: int,
+                    draw_scene: Callable[[], Tuple[Image.Image, np.ndarray]]) -> None:
+    """``count`` scenes of ``draw_scene`` in mmseg's ADE layout: images (.jpg) and label maps
+    (.png) under ``root``/{images,annotations}/``split``."""
     img_dir = osp.join(root, 'images', split)
     ann_dir = osp.join(root, 'annotations', split)
     os.makedirs(img_dir, exist_ok=True)
     os.makedirs(ann_dir, exist_ok=True)
     for i in range(count):
-        img, label_map, _ = scene(rng, size)
+        img, label_map = draw_scene()
         img.save(osp.join(img_dir, f'{i:05d}.jpg'), quality=95)
         Image.fromarray(label_map).save(osp.join(ann_dir, f'{i:05d}.png'))
+
+
+def make_ade(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """ADE-style images (.jpg) and label maps (.png, 0 = background)."""
+    write_seg_split(root, split, count, lambda: scene(rng, 128)[:2])
+
+
+PAIR_CLASSES = ('background', 'paired', 'single')
+# One size for every disc: a colour's share of the discs' area is then its share of the discs,
+# above 1/3 when the colour repeats and at most 1/3 when it does not (3-5 discs).
+PAIR_RADIUS = 11
+
+
+def pairs_scene(rng: np.random.RandomState, size: int) -> Tuple[Image.Image, np.ndarray]:
+    """3-5 discs of the relation palette's colours, labelled by whether their colour repeats.
+
+    Args:
+        rng (np.random.RandomState): The random stream.
+        size (int): Image side in pixels.
+
+    Returns:
+        tuple[Image.Image, np.ndarray]: The RGB image and its (size, size) uint8 label map
+        (indices into ``PAIR_CLASSES``).
+    """
+    img = noisy_background(rng, size)
+    label_map = Image.new('L', (size, size), 0)
+    draw, label_draw = ImageDraw.Draw(img), ImageDraw.Draw(label_map)
+    centres: List[Tuple[float, float]] = []
+    for _ in range(rng.randint(3, 6)):
+        for _attempt in range(50):
+            cx, cy = rng.uniform(PAIR_RADIUS, size - PAIR_RADIUS, size=2)
+            # More than a patch (16 px) between the edges: no patch sees two discs.
+            if all(math.hypot(cx - x, cy - y) > 2 * PAIR_RADIUS + 17 for x, y in centres):
+                centres.append((cx, cy))
+                break
+    # Colours drawn independently and uniformly: the marginal of each disc's colour is the
+    # same whether it is paired or single.
+    colours = rng.randint(len(RELATION_PALETTE), size=len(centres))
+    for (cx, cy), colour in zip(centres, colours):
+        polygon = shape_polygon('circle', cx, cy, PAIR_RADIUS, 0.)
+        draw.polygon(polygon, fill=RELATION_PALETTE[colour])
+        label = 'paired' if (colours == colour).sum() > 1 else 'single'
+        label_draw.polygon(polygon, fill=PAIR_CLASSES.index(label))
+    return img, np.array(label_map)
+
+
+def make_pairs(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """ADE-style images (.jpg) and label maps (.png) of :func:`pairs_scene`."""
+    write_seg_split(root, split, count, lambda: pairs_scene(rng, SCENE_SIZE))
 
 
 #: The large scene's georeference: WGS 84 / UTM zone 33N, 0.5 m pixels, from this corner.
@@ -278,6 +334,11 @@ SPLITS = {
         'training': 240,
         'validation': 60
     }),
+    # Last: its streams are new, the sets above keep theirs (and their bytes).
+    'pairs': (make_pairs, {
+        'training': 2400,
+        'validation': 120
+    }),
 }
 
 
@@ -300,7 +361,7 @@ def main() -> None:
         print(f'[{time.time() - start:5.1f}s] wrote {paths[0]} and {paths[1]}')
         return
     args.out = args.out or 'data/shapes'
-    settings = dict(seed=args.seed, scale=args.scale, version=7)
+    settings = dict(seed=args.seed, scale=args.scale, version=8)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):
         with open(stamp) as f:

@@ -3,6 +3,7 @@ import glob
 import os.path as osp
 
 import pytest
+import torch
 from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
@@ -127,3 +128,27 @@ def test_deit_baselines_differ_from_weightformer_only_in_the_backbone(baseline, 
     assert deit['patch_size'] == weightformer['patch_size'] == 16
     assert deit['out_type'] == weightformer['out_type'] == 'featmap'
     assert deit['out_indices'] == -1 and weightformer['out_indices'] == (-1, )  # the last map
+
+
+def test_dense_vit_demo_differs_from_the_veca_demo_only_in_the_backbone():
+    """The resolution sweep's dense ViT beside VECA: the VECA segmentation demo's config with
+    a softmax InfViT of VECA's width, depth, heads, MLP width and patch size, whose maps fit
+    the same simple pyramid (strides 4 to 32 of a 128 px image)."""
+    names = ('upernet_infvit-demo-softmax_shapes-ade.py', 'upernet_veca-demo_shapes-ade.py')
+    configs = [
+        Config.fromfile(osp.join(REPO_ROOT, 'configs', 'demo', name)).to_dict() for name in names
+    ]
+    vit, veca = [cfg['model'].pop('backbone') for cfg in configs]
+    assert configs[0] == configs[1]
+    assert vit['type'] == 'mmlinear.InfViT' and vit['attn_type'] == 'softmax'
+    assert veca['type'] == 'mmlinear.VECA'
+    assert vit['arch'] == veca['arch'] == configs[1]['veca_demo_arch']
+    for key in ('patch_size', 'out_type', 'out_indices'):
+        assert vit[key] == veca[key], key
+    assert 'init_cfg' not in vit and 'init_cfg' not in veca  # both from scratch
+    init_default_scope('mmseg')
+    model = MODELS.build(Config.fromfile(osp.join(REPO_ROOT, 'configs', 'demo', names[0])).model)
+    model.eval()
+    with torch.no_grad():
+        sizes = [f.shape[-1] for f in model.extract_feat(torch.randn(1, 3, 128, 128))]
+    assert sizes == [32, 16, 8, 4]

@@ -178,24 +178,34 @@ def test_trains_the_head_only_and_validates(config, tmp_path):
     assert np.isfinite(metrics[expected])
 
 
-DEMO = 'demo/linear-probe_veca-demo-frozen_shapes-ade.py'
+# The demo-scale probes: (config, its set of the bundled data, the metric it reports).
+DEMOS = (
+    ('demo/linear-probe_veca-demo-frozen_shapes-ade.py', 'ade', 'mIoU'),
+    ('demo/linear-probe_veca-demo-frozen_shapes-depth.py', 'depth', 'rmse'),
+)
 
 
-def test_demo_probes_the_frozen_classification_demo_backbone(tiny_data, tmp_path):
+@pytest.mark.parametrize('config,data,metric', DEMOS, ids=[d[1] for d in DEMOS])
+def test_demo_probes_the_frozen_classification_demo_backbone(config, data, metric, tiny_data,
+                                                             tmp_path):
     from mmlinear.apis import build_classifier
     torch.manual_seed(0)
     classifier = build_classifier(osp.join(REPO_ROOT, 'configs', 'demo', 'veca-demo_shapes-cls.py'))
     checkpoint = str(tmp_path / 'classifier.pth')
     torch.save({'state_dict': classifier.state_dict()}, checkpoint)
-    cfg = Config.fromfile(osp.join(REPO_ROOT, 'configs', DEMO))
+    cfg = Config.fromfile(osp.join(REPO_ROOT, 'configs', config))
     assert cfg.model.backbone.init_cfg.checkpoint == (
         'work_dirs/demo/veca-demo_shapes-cls/epoch_20.pth')
     cfg.model.backbone.init_cfg.checkpoint = checkpoint
-    short_run(cfg, f'{tiny_data}/ade', str(tmp_path / 'work'))
+    short_run(cfg, f'{tiny_data}/{data}', str(tmp_path / 'work'))
     runner = Runner.from_cfg(cfg)
+    before = ParameterRecorder(runner.model)
     runner.train()
-    # The classifier's backbone, loaded through the 'backbone.' prefix, and left as it was.
+    # The classifier's backbone, loaded through the 'backbone.' prefix, and left as it was,
+    # without a gradient; the head learnt.
     trained = runner.model.backbone.state_dict()
     for name, value in classifier.backbone.state_dict().items():
         assert torch.equal(trained[name], value), name
-    assert np.isfinite(runner.val_loop.run()['mIoU'])
+    assert all(p.grad is None for p in runner.model.backbone.parameters())
+    assert not torch.equal(runner.model.decode_head.conv_seg.weight, before.head['conv_seg.weight'])
+    assert np.isfinite(runner.val_loop.run()[metric])

@@ -21,6 +21,13 @@ Four sets under ``--out`` (default ``data/shapes``):
   and 2 ("single") when none has (0 background). A disc's colour and position are distributed
   alike in both classes, so nothing within a disc or its neighbourhood tells its label: only
   the other discs, anywhere in the image, do.
+- ``depth/{images,annotations}/{train,test}``: the same kind of scenes as .jpg images and their
+  depth as 16-bit .png maps in millimetres (mmseg NYUDataset, read with
+  ``LoadDepthAnnotation(depth_rescale_factor=1e-3)``). A ground plane seen from above its
+  horizon: 6 m at the top row to 2 m at the bottom one, inverse depth linear in the row, as a
+  pinhole camera sees a plane; every shape stands upright on it, at the ground's depth where
+  its lowest point touches it. The ground darkens with distance (brightness times 2 m over the
+  depth), the cue the image gives.
 
 A second run with the same arguments finds the completion stamp and does nothing.
 
@@ -253,6 +260,60 @@ def make_pairs(root: str, split: str, count: int, rng: np.random.RandomState) ->
     write_seg_split(root, split, count, lambda: pairs_scene(rng, SCENE_SIZE))
 
 
+#: The depth set's ground plane: its depth (m) at the top and at the bottom row.
+GROUND_DEPTH_RANGE = (6.0, 2.0)
+
+
+def ground_depth(size: int) -> np.ndarray:
+    """(size,) depth of the ground plane per row, in metres: inverse depth linear in the row
+    (a plane under a pinhole camera), from ``GROUND_DEPTH_RANGE[0]`` at the top row to
+    ``GROUND_DEPTH_RANGE[1]`` at the bottom one."""
+    far, near = GROUND_DEPTH_RANGE
+    return 1. / np.linspace(1. / far, 1. / near, size)
+
+
+def scene_depth(label_map: np.ndarray, instances: List[Dict]) -> np.ndarray:
+    """(H, W) depth in metres of a :func:`scene`: the ground plane, and every shape upright at
+    the ground's depth under its lowest point.
+
+    Args:
+        label_map (np.ndarray): (H, W) labels, 0 on the ground.
+        instances (list[dict]): The scene's shapes, each with its ``polygon``.
+
+    Returns:
+        np.ndarray: (H, W) float64 depth.
+    """
+    size = label_map.shape[0]
+    ground = ground_depth(size)
+    depth = np.repeat(ground[:, None], label_map.shape[1], axis=1)
+    for inst in instances:
+        mask = Image.new('L', label_map.shape[::-1], 0)
+        ImageDraw.Draw(mask).polygon(inst['polygon'], fill=1)
+        mask = np.array(mask, bool)
+        # The same rasterisation as the label map's: the shape's lowest labelled row.
+        depth[mask] = ground[np.nonzero(mask.any(1))[0].max()]
+    return depth
+
+
+def make_depth(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """NYU-style images (.jpg) and depth maps (16-bit .png, millimetres)."""
+    size = 128
+    img_dir = osp.join(root, 'images', split)
+    ann_dir = osp.join(root, 'annotations', split)
+    os.makedirs(img_dir, exist_ok=True)
+    os.makedirs(ann_dir, exist_ok=True)
+    for i in range(count):
+        img, label_map, instances = scene(rng, size)
+        depth = scene_depth(label_map, instances)
+        pixels = np.asarray(img, np.float64)
+        ground = label_map == 0
+        pixels[ground] *= (GROUND_DEPTH_RANGE[1] / depth[ground])[:, None]
+        Image.fromarray(pixels.round().astype(np.uint8)).save(
+            osp.join(img_dir, f'{i:05d}.jpg'), quality=95)
+        Image.fromarray(np.round(depth * 1000).astype(np.uint16)).save(
+            osp.join(ann_dir, f'{i:05d}.png'))
+
+
 #: The large scene's georeference: WGS 84 / UTM zone 33N, 0.5 m pixels, from this corner.
 LARGE_SCENE_CRS = 'EPSG:32633'
 LARGE_SCENE_ORIGIN = (500000.0, 4100000.0)
@@ -334,12 +395,30 @@ SPLITS = {
         'training': 240,
         'validation': 60
     }),
-    # Last: its streams are new, the sets above keep theirs (and their bytes).
+    'depth': (make_depth, {
+        'train': 240,
+        'test': 60
+    }),
     'pairs': (make_pairs, {
         'training': 2400,
         'validation': 120
     }),
 }
+
+
+def split_rng(seed: int, set_index: int, split_index: int) -> np.random.RandomState:
+    """The random stream of one split of one set (their positions in ``SPLITS``): one stream
+    per (set, split), so that changing one size leaves the other sets unchanged.
+
+    Args:
+        seed (int): ``--seed``.
+        set_index (int): The set's position in ``SPLITS``.
+        split_index (int): The split's position in its set's splits.
+
+    Returns:
+        np.random.RandomState: The stream the split's writer draws from.
+    """
+    return np.random.RandomState(seed * 1000 + set_index * 10 + split_index)
 
 
 def main() -> None:
@@ -361,7 +440,7 @@ def main() -> None:
         print(f'[{time.time() - start:5.1f}s] wrote {paths[0]} and {paths[1]}')
         return
     args.out = args.out or 'data/shapes'
-    settings = dict(seed=args.seed, scale=args.scale, version=8)
+    settings = dict(seed=args.seed, scale=args.scale, version=9)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):
         with open(stamp) as f:
@@ -379,8 +458,7 @@ def main() -> None:
     start = time.time()
     for offset, (name, (writer, splits)) in enumerate(SPLITS.items()):
         for split_offset, (split, count) in enumerate(splits.items()):
-            # One stream per (set, split): changing one size leaves the other sets unchanged.
-            rng = np.random.RandomState(args.seed * 1000 + offset * 10 + split_offset)
+            rng = split_rng(args.seed, offset, split_offset)
             writer(osp.join(args.out, name), split, max(6, int(round(count * args.scale))), rng)
         print(f'[{time.time() - start:5.1f}s] wrote {name}: ' +
               ', '.join(f'{s} {max(6, int(round(c * args.scale)))}' for s, c in splits.items()))

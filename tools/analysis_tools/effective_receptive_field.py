@@ -94,7 +94,11 @@ def plot(maps: Dict[str, Dict[str, np.ndarray]], ratios: Dict[str, Dict[str, dic
     import matplotlib.pyplot as plt
     columns = ['initial', 'trained'] if any('trained' in m for m in maps.values()) else ['initial']
     fig, axes = plt.subplots(
-        len(maps), len(columns), figsize=(2.6 * len(columns), 2.6 * len(maps)), squeeze=False)
+        len(maps),
+        len(columns),
+        figsize=(2.8 * len(columns) + 0.8, 2.9 * len(maps)),
+        squeeze=False,
+        constrained_layout=True)
     for row, (name, by_weights) in enumerate(maps.items()):
         for col, weights in enumerate(columns):
             ax = axes[row, col]
@@ -108,10 +112,10 @@ def plot(maps: Dict[str, Dict[str, np.ndarray]], ratios: Dict[str, Dict[str, dic
             # their shape rather than by their gradients' scale.
             shown = np.log10(np.maximum(erf / erf.max(), 10.0**-LOG_DECADES))
             image = ax.imshow(shown, cmap='viridis', vmin=-LOG_DECADES, vmax=0)
-            shares = ratios[name][weights]
-            summary = ', '.join(f'{float(t):.0%}: {r:.3f}' for t, r in shares.items())
-            ax.set_title(f'{name}\n{weights}\narea ratio {summary}', fontsize=6)
-    fig.colorbar(image, ax=axes, shrink=0.6, label='log10 of the share of the maximum')
+            shares = [f'{float(t):.0%}: {r:.3f}' for t, r in ratios[name][weights].items()]
+            lines = [', '.join(shares[i:i + 2]) for i in range(0, len(shares), 2)]
+            ax.set_title('\n'.join([name, f'{weights} weights, area ratio'] + lines), fontsize=6)
+    fig.colorbar(image, ax=axes, shrink=0.5, label='log10 (share of the maximum)')
     fig.savefig(path, dpi=100)
     plt.close(fig)
 

@@ -69,7 +69,7 @@ def test_config_builds_model(path):
     if 'weightformer' in osp.basename(path):
         check_weightformer(path, cfg, backbone)
         return
-    if '_deit-' in osp.basename(path):
+    if '_deit-' in osp.basename(path) or osp.basename(path).startswith('deit-'):
         assert type(backbone).__name__ == 'VisionTransformer'
         return
     assert type(backbone).__name__ == 'InfViT'

@@ -1,10 +1,9 @@
 """Efficient-attention baselines of the InfSA paper's comparison, each a token mixer over
 (B, H, T, d) queries, keys and values that :class:`InfSAAttention` runs in the same body."""
 import inspect
-from typing import Dict
+from typing import Dict, Type
 
-from torch import nn
-
+from .base_attention import EfficientAttention
 from .elu_linear_attention import EluLinearAttention
 from .kernel_attention import accumulation_dtype, kernel_attention
 from .linformer_attention import LinformerAttention
@@ -12,7 +11,7 @@ from .nystrom_attention import NystromAttention, iterative_pinv
 from .performer_attention import PerformerAttention, orthogonal_gaussian_features
 
 #: ``attn_type`` -> mixer class.
-EFFICIENT_ATTENTIONS: Dict[str, type] = {
+EFFICIENT_ATTENTIONS: Dict[str, Type[EfficientAttention]] = {
     'elu_linear': EluLinearAttention,
     'performer': PerformerAttention,
     'linformer': LinformerAttention,
@@ -20,7 +19,7 @@ EFFICIENT_ATTENTIONS: Dict[str, type] = {
 }
 
 
-def build_efficient_attention(attn_type: str, head_dims: int, **options) -> nn.Module:
+def build_efficient_attention(attn_type: str, head_dims: int, **options) -> EfficientAttention:
     """The mixer of ``attn_type`` for heads of width ``head_dims``.
 
     Args:
@@ -29,7 +28,7 @@ def build_efficient_attention(attn_type: str, head_dims: int, **options) -> nn.M
         **options: The mixer's own arguments (e.g. ``num_features`` for 'performer').
 
     Returns:
-        nn.Module: The mixer.
+        EfficientAttention: The mixer.
 
     Raises:
         ValueError: On an option the mixer does not take, naming the ones it takes, or a
@@ -49,7 +48,7 @@ def build_efficient_attention(attn_type: str, head_dims: int, **options) -> nn.M
 
 
 __all__ = [
-    'EFFICIENT_ATTENTIONS', 'EluLinearAttention', 'LinformerAttention', 'NystromAttention',
-    'PerformerAttention', 'accumulation_dtype', 'build_efficient_attention', 'iterative_pinv',
-    'kernel_attention', 'orthogonal_gaussian_features'
+    'EFFICIENT_ATTENTIONS', 'EfficientAttention', 'EluLinearAttention', 'LinformerAttention',
+    'NystromAttention', 'PerformerAttention', 'accumulation_dtype', 'build_efficient_attention',
+    'iterative_pinv', 'kernel_attention', 'orthogonal_gaussian_features'
 ]

@@ -2,12 +2,13 @@
 from typing import Optional, Tuple
 
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
+from .base_attention import EfficientAttention
 from .kernel_attention import kernel_attention
 
 
-class EluLinearAttention(nn.Module):
+class EluLinearAttention(EfficientAttention):
     """Non-causal linear attention, ``phi(x) = elu(x) + 1`` (Katharopoulos et al., 2020,
     "Transformers are RNNs", Eq. 6-7).
 
@@ -21,8 +22,7 @@ class EluLinearAttention(nn.Module):
     """
 
     def __init__(self, head_dims: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.head_dims = head_dims
+        super().__init__(head_dims)
         self.eps = eps
 
     def interactions(self, num_tokens: int) -> int:
@@ -35,16 +35,7 @@ class EluLinearAttention(nn.Module):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """Args:
-            q (Tensor): (B, H, T, d) queries.
-            k (Tensor): (B, H, S, d) keys.
-            v (Tensor): (B, H, S, d) values.
-            key_padding_mask (Tensor, optional): (B, S) bool, True on padded keys.
-            need_weights (bool): Also return the (B, H, T, S) attention matrix.
-
-        Returns:
-            tuple[Tensor, Tensor | None]: (B, H, T, d) outputs and the weights (or None).
-        """
+        """See :class:`EfficientAttention`."""
         return kernel_attention(
             F.elu(q) + 1,
             F.elu(k) + 1, v, key_padding_mask, self.eps, need_weights)

@@ -5,8 +5,10 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from .base_attention import EfficientAttention
 
-class LinformerAttention(nn.Module):
+
+class LinformerAttention(EfficientAttention):
     """Softmax attention over keys and values projected along the sequence to ``k`` rows
     (Wang et al., 2020, "Linformer", Eq. 7): ``softmax(Q (E K)^T / sqrt(d)) (F V)``.
 
@@ -28,13 +30,12 @@ class LinformerAttention(nn.Module):
     """
 
     def __init__(self, head_dims: int, max_tokens: int, proj_len: Optional[int] = None) -> None:
-        super().__init__()
+        super().__init__(head_dims)
         if proj_len is None:
             proj_len = max(1, max_tokens // 4)
         if max_tokens < 1 or proj_len < 1:
             raise ValueError(f'max_tokens and proj_len must be >= 1, got {max_tokens} and '
                              f'{proj_len}')
-        self.head_dims = head_dims
         self.max_tokens = max_tokens
         self.proj_len = proj_len
         self.key_projection = nn.Parameter(torch.empty(proj_len, max_tokens))
@@ -52,17 +53,7 @@ class LinformerAttention(nn.Module):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """Args:
-            q (Tensor): (B, H, T, d) queries.
-            k (Tensor): (B, H, S, d) keys, S <= ``max_tokens``.
-            v (Tensor): (B, H, S, d) values.
-            key_padding_mask (Tensor, optional): (B, S) bool, True on padded tokens.
-            need_weights (bool): Also return the (B, H, T, S) weights over the tokens, the
-                attention over the projected keys times ``F`` (what multiplies V).
-
-        Returns:
-            tuple[Tensor, Tensor | None]: (B, H, T, d) outputs and the weights (or None).
-        """
+        """See :class:`EfficientAttention`. S must not exceed ``max_tokens``."""
         num_keys = k.shape[-2]
         if num_keys > self.max_tokens:
             raise ValueError(f'Linformer projects at most max_tokens={self.max_tokens} tokens '

@@ -3,7 +3,9 @@ from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
+
+from .base_attention import EfficientAttention
 
 
 def iterative_pinv(matrix: Tensor, num_iterations: int) -> Tensor:
@@ -32,7 +34,7 @@ def iterative_pinv(matrix: Tensor, num_iterations: int) -> Tensor:
     return inverse
 
 
-class NystromAttention(nn.Module):
+class NystromAttention(EfficientAttention):
     """Softmax attention approximated through m landmarks (Xiong et al., 2021,
     "Nystromformer", Eq. 15):
     ``softmax(Q K~^T) pinv(softmax(Q~ K~^T)) softmax(Q~ K^T) V``, with the landmarks
@@ -55,11 +57,10 @@ class NystromAttention(nn.Module):
     """
 
     def __init__(self, head_dims: int, num_landmarks: int = 64, pinv_iterations: int = 6) -> None:
-        super().__init__()
+        super().__init__(head_dims)
         if num_landmarks < 1 or pinv_iterations < 1:
             raise ValueError(f'num_landmarks and pinv_iterations must be >= 1, got '
                              f'{num_landmarks} and {pinv_iterations}')
-        self.head_dims = head_dims
         self.num_landmarks = num_landmarks
         self.pinv_iterations = pinv_iterations
 
@@ -83,16 +84,7 @@ class NystromAttention(nn.Module):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """Args:
-            q (Tensor): (B, H, T, d) queries.
-            k (Tensor): (B, H, T, d) keys.
-            v (Tensor): (B, H, T, d) values.
-            key_padding_mask (Tensor, optional): (B, T) bool, True on padded tokens.
-            need_weights (bool): Also return the (B, H, T, T) approximated attention matrix.
-
-        Returns:
-            tuple[Tensor, Tensor | None]: (B, H, T, d) outputs and the weights (or None).
-        """
+        """See :class:`EfficientAttention`."""
         scale = self.head_dims**-0.25
         q, k = q * scale, k * scale
         key_bias = None

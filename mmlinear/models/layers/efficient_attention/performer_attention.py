@@ -3,8 +3,9 @@ import math
 from typing import Optional, Tuple
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from .base_attention import EfficientAttention
 from .kernel_attention import kernel_attention
 
 
@@ -36,7 +37,7 @@ def orthogonal_gaussian_features(num_features: int, dims: int) -> Tensor:
     return directions * torch.randn(num_features, dims).norm(dim=1, keepdim=True)
 
 
-class PerformerAttention(nn.Module):
+class PerformerAttention(EfficientAttention):
     """Softmax attention estimated with positive orthogonal random features (FAVOR+,
     Choromanski et al., 2021, "Rethinking Attention with Performers", Lemma 1 and Sec. 2.4).
 
@@ -60,12 +61,11 @@ class PerformerAttention(nn.Module):
                  head_dims: int,
                  num_features: Optional[int] = None,
                  eps: float = 1e-6) -> None:
-        super().__init__()
+        super().__init__(head_dims)
         if num_features is None:
             num_features = max(1, math.ceil(head_dims * math.log(head_dims)))
         if num_features < 1:
             raise ValueError(f'num_features must be >= 1, got {num_features}')
-        self.head_dims = head_dims
         self.num_features = num_features
         self.eps = eps
         self.register_buffer('projection', orthogonal_gaussian_features(num_features, head_dims))
@@ -108,16 +108,7 @@ class PerformerAttention(nn.Module):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """Args:
-            q (Tensor): (B, H, T, d) queries.
-            k (Tensor): (B, H, S, d) keys.
-            v (Tensor): (B, H, S, d) values.
-            key_padding_mask (Tensor, optional): (B, S) bool, True on padded keys.
-            need_weights (bool): Also return the (B, H, T, S) estimated attention matrix.
-
-        Returns:
-            tuple[Tensor, Tensor | None]: (B, H, T, d) outputs and the weights (or None).
-        """
+        """See :class:`EfficientAttention`."""
         return kernel_attention(
             self.features(q, True), self.features(k, False, key_padding_mask), v, key_padding_mask,
             0., need_weights)

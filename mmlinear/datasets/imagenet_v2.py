@@ -21,12 +21,19 @@ class ImageNetV2(CustomDataset):
     so a classifier trained on ImageNet-1K would be scored against the wrong labels. Here the
     label is the folder's name read as an integer, and the class names are ImageNet-1K's.
 
+    A re-collected test set of other classes in the same layout (the bundled demo's
+    ``cls_v2`` split of its three shapes) passes its own class list, in the order of the
+    classifier's training labels, as ``metainfo=dict(classes=...)``: its folders are then
+    named ``0`` to ``len(classes) - 1``.
+
     Args:
         data_root (str): The folder that holds the extracted archive. Defaults to ''.
         data_prefix (str | dict): The archive's folder under ``data_root``, e.g.
             ``'imagenetv2-matched-frequency-format-val'``. Defaults to ''.
         **kwargs: Other arguments of mmpretrain's ``CustomDataset`` (``pipeline``,
-            ``extensions``, ...); ``ann_file`` and ``with_label=False`` are refused.
+            ``extensions``, ``metainfo``, ...); ``ann_file`` and ``with_label=False`` are
+            refused. ``metainfo=dict(classes=...)`` replaces ImageNet-1K's 1000 class names
+            (the labels' order); without it they are ImageNet-1K's.
     """
     METAINFO = {'classes': IMAGENET_CATEGORIES}
 
@@ -37,18 +44,25 @@ class ImageNetV2(CustomDataset):
         super().__init__(data_root=data_root, data_prefix=data_prefix, **kwargs)
 
     def _find_samples(self) -> List[Tuple[str, int]]:
-        """(path under the prefix, ImageNet-1K label) of every image of the class folders."""
+        """(path under the prefix, label) of every image of the class folders, the label being
+        the folder's name read as an index into the class list."""
         backend = get_file_backend(self.img_prefix, enable_singleton=True)
         folders = sorted(backend.list_dir_or_file(self.img_prefix, list_dir=True, list_file=False))
-        num_classes = len(IMAGENET_CATEGORIES)
+        classes = self.metainfo['classes']
+        num_classes = len(classes)
+        is_imagenet = tuple(classes) == tuple(IMAGENET_CATEGORIES)
         folder_to_idx = {}
         for folder in folders:
             if not (folder.isdigit() and int(folder) < num_classes):
-                raise ValueError(
-                    f'ImageNet-V2 class folders are named by their ImageNet-1K index, 0 to '
-                    f'{num_classes - 1}; got {osp.join(self.img_prefix, folder)!r} (a folder of '
-                    f'WordNet ids such as n01440764 is ImageNet-1K\'s own layout: use '
-                    f'mmpretrain\'s ImageNet)')
+                if is_imagenet:
+                    raise ValueError(
+                        f'ImageNet-V2 class folders are named by their ImageNet-1K index, 0 to '
+                        f'{num_classes - 1}; got {osp.join(self.img_prefix, folder)!r} (a folder '
+                        f'of WordNet ids such as n01440764 is ImageNet-1K\'s own layout: use '
+                        f'mmpretrain\'s ImageNet)')
+                raise ValueError(f'ImageNet-V2-style class folders are named by their index in the '
+                                 f'{num_classes} classes of metainfo ({", ".join(classes)}), 0 to '
+                                 f'{num_classes - 1}; got {osp.join(self.img_prefix, folder)!r}')
             folder_to_idx[folder] = int(folder)
         samples, empty = get_samples(self.img_prefix, folder_to_idx, self.is_valid_file)
         if not samples:
@@ -56,7 +70,8 @@ class ImageNetV2(CustomDataset):
                                f'(extensions {", ".join(sorted(self.extensions))})')
         missing = num_classes - len(folder_to_idx) + len(empty)
         if missing:
+            released = ' (the released sets have 10 images of every class)' if is_imagenet else ''
             MMLogger.get_current_instance().warning(
                 f'ImageNet-V2 at {self.img_prefix}: {missing} of the {num_classes} classes '
-                f'have no image (the released sets have 10 images of every class)')
+                f'have no image{released}')
         return samples

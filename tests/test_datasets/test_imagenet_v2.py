@@ -75,3 +75,56 @@ def test_an_empty_archive_and_an_annotation_file_are_refused(tmp_path):
         ImageNetV2(data_root=str(tmp_path), data_prefix=PREFIX)
     with pytest.raises(ValueError, match='ann_file'):
         ImageNetV2(data_root=str(tmp_path), data_prefix=PREFIX, ann_file='meta/val.txt')
+
+
+DEMO_CLASSES = ('circle', 'square', 'triangle')
+DEMO_CONFIG = osp.join(REPO_ROOT, 'configs', 'demo', 'infvit-demo-linear_shapes-cls_test-v2.py')
+
+
+def test_a_class_list_in_metainfo_labels_the_folders_by_their_index_in_it(tmp_path):
+    root = make_tree(tmp_path, ['2', '0', '1'])
+    dataset = ImageNetV2(data_root=root, data_prefix=PREFIX, metainfo=dict(classes=DEMO_CLASSES))
+    labels = {
+        osp.basename(osp.dirname(info['img_path'])): info['gt_label']
+        for info in dataset.load_data_list()
+    }
+    assert labels == {'0': 0, '1': 1, '2': 2}
+    assert dataset.CLASSES == DEMO_CLASSES and len(dataset) == 6
+
+
+@pytest.mark.parametrize('folder', ['3', 'circle', '-1'])
+def test_a_folder_beyond_the_metainfo_class_list_is_refused(tmp_path, folder):
+    root = make_tree(tmp_path, ['0', folder])
+    with pytest.raises(
+            ValueError,
+            match=r'index in the 3 classes of metainfo \(circle, square, triangle\), 0 to 2; '
+            r'got .*' + folder):
+        ImageNetV2(data_root=root, data_prefix=PREFIX, metainfo=dict(classes=DEMO_CLASSES))
+
+
+def test_the_demo_v2_config_reads_the_generated_split_in_the_training_class_order(tiny_data):
+    """The demo's re-collected split (class folders 0, 1, 2) is labelled as the classifier's
+    training set numbers its class folders (circle, square, triangle, sorted by name), and is
+    tested with the demo's model and test pipeline."""
+    cfg = Config.fromfile(DEMO_CONFIG)
+    base = Config.fromfile(
+        osp.join(REPO_ROOT, 'configs', 'demo', 'infvit-demo-linear_shapes-cls.py'))
+    assert cfg.model == base.model and cfg.test_evaluator == base.test_evaluator
+    dataset_cfg = cfg.test_dataloader.dataset
+    assert (dataset_cfg.type, dataset_cfg.data_root) == ('mmlinear.ImageNetV2',
+                                                         'data/shapes/cls_v2')
+    assert [{k: v for k, v in t.items() if k != '_scope_'} for t in dataset_cfg.pipeline] == \
+        base.test_dataloader.dataset.pipeline
+    init_default_scope('mmpretrain')
+    from mmpretrain.registry import DATASETS
+    train = DATASETS.build(
+        dict(base.train_dataloader.dataset, data_root=osp.join(tiny_data, 'cls')))
+    v2 = DATASETS.build(dict(dataset_cfg, data_root=osp.join(tiny_data, 'cls_v2')))
+    assert v2.CLASSES == train.CLASSES == DEMO_CLASSES
+    assert len(v2) == max(6, round(300 * 0.05))  # the fixture's --scale
+    for index in range(len(v2)):
+        info = v2.get_data_info(index)
+        assert info['gt_label'] == int(osp.basename(osp.dirname(info['img_path'])))
+    sample = v2[0]
+    assert tuple(sample['inputs'].shape) == (3, 64, 64)
+    assert {v2.get_data_info(i)['gt_label'] for i in range(len(v2))} == {0, 1, 2}

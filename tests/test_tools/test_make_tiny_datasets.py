@@ -163,3 +163,51 @@ def test_depth_maps_round_trip_through_mmseg_nyu_loader(tiny_data):
             np.testing.assert_allclose(loaded[ground], ground_depth[rows[ground]], atol=5.01e-4)
             shapes = ~ground
             assert shapes.any() and (loaded[shapes] <= ground_depth[rows[shapes]] + 1e-3).all()
+
+
+def shape_pixels(image):
+    """The shape's pixels of a classification image: every channel at least 117, which every
+    shape colour (120-255) reaches and no background pixel (at most 89 + 24) does."""
+    import numpy as np
+    return np.asarray(image).min(2) >= 117
+
+
+def shape_kind(mask):
+    """The class of an upright shape from the share of its bounding box it fills: 1 for a
+    square, pi / 4 for a circle, 1 / 2 for a triangle."""
+    import numpy as np
+    rows, cols = np.nonzero(mask)
+    fill = mask.sum() / ((np.ptp(rows) + 1) * (np.ptp(cols) + 1))
+    return 'square' if fill > 0.9 else 'triangle' if fill < 0.64 else 'circle'
+
+
+def test_the_v2_split_is_in_imagenet_v2_layout_each_folder_its_class_shifted(tiny_data):
+    """cls_v2/test holds folders 0, 1, 2; the shape drawn in each image is the class of its
+    folder's index in CLASSES (read from the pixels), and the documented shift holds against
+    the val split: smaller shapes, noisier backgrounds."""
+    import numpy as np
+    from PIL import Image
+    generator = load_tool('make_tiny_datasets', osp.dirname(SCRIPT))
+    assert list(generator.SPLITS)[-1] == 'cls_v2'  # last: the other sets keep their streams
+    v2_root = osp.join(tiny_data, 'cls_v2', 'test')
+    assert sorted(os.listdir(v2_root)) == ['0', '1', '2']
+    areas, noise = {'v2': [], 'val': []}, {'v2': [], 'val': []}
+    folders = [(v2_root, str(label), 'v2') for label in range(3)]
+    folders += [(osp.join(tiny_data, 'cls', 'val'), name, 'val') for name in generator.CLASSES]
+    for root, folder, split in folders:
+        names = sorted(os.listdir(osp.join(root, folder)))
+        assert names
+        for name in names:
+            image = np.asarray(Image.open(osp.join(root, folder, name)).convert('RGB'), float)
+            mask = shape_pixels(image)
+            kind = shape_kind(mask)
+            assert kind == (generator.CLASSES[int(folder)] if split == 'v2' else folder), \
+                (split, folder, name)
+            areas[split].append(mask.sum())
+            # The background's noise: its pixels' spread around their image's mean colour.
+            noise[split].append(image[~mask].std(0).mean())
+    assert sum(len(a) for a in areas.values()) == 2 * max(6, round(300 * 0.05))
+    # Radii 10-18 against 14-26: median areas in about the ratio (14 / 20)^2 = 0.49.
+    assert np.median(areas['v2']) < 0.6 * np.median(areas['val'])
+    # +-24 grey levels against +-12: twice the standard deviation (uniform noise).
+    assert 1.8 < np.mean(noise['v2']) / np.mean(noise['val']) < 2.2

@@ -89,6 +89,7 @@ def test_unknown_ids_and_missing_scales_are_refused_with_what_exists():
     pending = run_tool_main(reproduce, 'weightformer-generation')
     assert pending.returncode == 1
     assert 'has no demo-scale commands; pending: outside the detection' in pending.stderr
-    only_paper = run_tool_main(reproduce, 'infsa-imagenet-v2', '--dry-run')
-    assert 'has no demo-scale commands (it runs at --scale paper)' in only_paper.stderr
+    only_demo = run_tool_main(reproduce, 'veca-interactions', '--scale', 'paper')
+    assert only_demo.returncode == 1
+    assert 'has no paper-scale commands (it runs at --scale demo)' in only_demo.stderr
     assert run_tool_main(reproduce).returncode == 1  # neither an id nor --list

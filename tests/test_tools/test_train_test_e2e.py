@@ -301,3 +301,30 @@ def test_weightformer_train_then_test(task, tiny_data, tmp_path):
     # The trained weights are WeightFormer's (the dynamic block 1 included).
     state = torch.load(checkpoint, map_location='cpu', weights_only=True)['state_dict']
     assert 'backbone.blocks.1.linear1.w1' in state and 'backbone.blocks.1.dwc.b' in state
+
+
+def test_the_demo_classifier_is_tested_on_the_v2_split_with_its_folder_labels(
+        tiny_data, demo_checkpoints, tmp_path):
+    """tools/test.py with the demo's ImageNet-V2 config (a random-weight classifier): every
+    image of the re-collected split is scored, against its folder's index, and the reported
+    top-1 is the share of the dumped predictions that match those labels."""
+    import numpy as np
+    from mmengine.fileio import load
+    config = write_config(
+        tmp_path, 'v2.py', f'''
+        _base_ = ['{DEMO}/infvit-demo-linear_shapes-cls_test-v2.py']
+        test_dataloader = dict(num_workers=0, persistent_workers=False,
+                               dataset=dict(data_root='{tiny_data}/cls_v2'))
+    ''')
+    out = str(tmp_path / 'pred.pkl')
+    run([
+        'tools/test.py', config, demo_checkpoints['cls'].checkpoint, '--work-dir',
+        str(tmp_path / 'test'), '--out', out
+    ])
+    predictions = load(out)
+    folders = [int(osp.basename(osp.dirname(p['img_path']))) for p in predictions]
+    assert len(predictions) == max(6, round(300 * 0.05)) and set(folders) == {0, 1, 2}
+    assert [int(p['gt_label']) for p in predictions] == folders
+    correct = [int(p['pred_label']) == int(p['gt_label']) for p in predictions]
+    metrics = read_test_metrics(str(tmp_path / 'test'))
+    assert math.isclose(metrics['accuracy/top1'], 100 * np.mean(correct), abs_tol=1e-3)

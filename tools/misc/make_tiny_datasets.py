@@ -1,10 +1,15 @@
 """Write the bundled synthetic "shapes" datasets, deterministically from a seed.
 
-Four sets under ``--out`` (default ``data/shapes``):
+The sets under ``--out`` (default ``data/shapes``):
 
 - ``cls/{train,val}/<class>/*.png``: 64x64 images of one upright circle, square or triangle
   with random colours, size and position (ImageNet-style class folders for mmpretrain's
   CustomDataset).
+- ``cls_v2/test/{0,1,2}/*.png``: a re-collected test split of the same classes, as ImageNet-V2
+  is of ImageNet's, in ImageNet-V2's layout (class folders named by the class's index in
+  ``CLASSES``: 0 circle, 1 square, 2 triangle; mmlinear.ImageNetV2) and with a modest shift:
+  smaller shapes (radii 10-18 px against 14-26) on twice as noisy backgrounds (+-24 grey levels
+  against +-12).
 - ``relation/{train,val}/{same,different}/*.png``: two discs, over a patch apart, plus small
   grey distractors; the label says whether the discs have the same colour (6 colours). Each
   disc's colour and position are distributed alike in both classes, and no sum of per-patch
@@ -84,10 +89,11 @@ def polygon_area(points: List[Tuple[float, float]]) -> float:
     return float(abs(np.dot(xs, np.roll(ys, 1)) - np.dot(ys, np.roll(xs, 1))) / 2)
 
 
-def noisy_background(rng: np.random.RandomState, size: int) -> Image.Image:
-    """A random dark colour with mild pixel noise, so images are not trivially clean."""
+def noisy_background(rng: np.random.RandomState, size: int, noise: int = 12) -> Image.Image:
+    """A random dark colour with mild pixel noise (uniform in +-``noise``), so images are not
+    trivially clean."""
     base = rng.randint(0, 90, size=3)
-    noise = rng.randint(-12, 13, size=(size, size, 3))
+    noise = rng.randint(-noise, noise + 1, size=(size, size, 3))
     return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8))
 
 
@@ -96,19 +102,51 @@ def bright_colour(rng: np.random.RandomState) -> Tuple[int, int, int]:
     return tuple(int(c) for c in rng.randint(120, 256, size=3))
 
 
-def make_classification(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
-    """One upright shape per 64x64 image; class folders."""
+#: The classification images' shape radii (px) and background noise (+- grey levels).
+CLS_RADIUS, CLS_NOISE = (14, 26), 12
+#: The re-collected test split (``cls_v2``), a distribution shift as ImageNet-V2 is for
+#: ImageNet: the same classes and generator, but smaller shapes (radii 10-18 px, of which
+#: 10-14 lie below every training shape) on twice as noisy backgrounds. The shapes stay
+#: brighter than every background pixel (colours 120-255, backgrounds at most 89 + 24).
+CLS_V2_RADIUS, CLS_V2_NOISE = (10, 18), 24
+
+
+def write_shape_images(folder: Callable[[int], str], count: int, rng: np.random.RandomState,
+                       radius_range: Tuple[float, float], noise: int) -> None:
+    """``count`` 64x64 images of one upright shape each, the classes in turn (``CLASSES``).
+
+    Args:
+        folder (Callable[[int], str]): The folder of a class index (made if missing).
+        count (int): Number of images.
+        rng (np.random.RandomState): The split's random stream.
+        radius_range (tuple[float, float]): The shapes' circumradii are uniform in it (px).
+        noise (int): The background's pixel noise, +- grey levels.
+    """
     size = 64
-    for c in CLASSES:
-        os.makedirs(osp.join(root, split, c), exist_ok=True)
+    for label in range(len(CLASSES)):
+        os.makedirs(folder(label), exist_ok=True)
     for i in range(count):
-        kind = CLASSES[i % len(CLASSES)]
-        img = noisy_background(rng, size)
-        radius = rng.uniform(14, 26)
+        label = i % len(CLASSES)
+        img = noisy_background(rng, size, noise)
+        radius = rng.uniform(*radius_range)
         cx, cy = rng.uniform(radius, size - radius, size=2)
+        kind = CLASSES[label]
         ImageDraw.Draw(img).polygon(
             shape_polygon(kind, cx, cy, radius, UPRIGHT[kind]), fill=bright_colour(rng))
-        img.save(osp.join(root, split, kind, f'{i:05d}.png'))
+        img.save(osp.join(folder(label), f'{i:05d}.png'))
+
+
+def make_classification(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """One upright shape per 64x64 image; class folders named by the classes."""
+    write_shape_images(lambda label: osp.join(root, split, CLASSES[label]), count, rng, CLS_RADIUS,
+                       CLS_NOISE)
+
+
+def make_classification_v2(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """The shifted re-collection (``CLS_V2_RADIUS``, ``CLS_V2_NOISE``) in ImageNet-V2's
+    layout: class folders named by the class's index in ``CLASSES`` (0, 1, 2)."""
+    write_shape_images(lambda label: osp.join(root, split, str(label)), count, rng, CLS_V2_RADIUS,
+                       CLS_V2_NOISE)
 
 
 def make_relation(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
@@ -403,6 +441,10 @@ SPLITS = {
         'training': 2400,
         'validation': 120
     }),
+    # Last: a set's streams follow its position, so every set above keeps its bytes.
+    'cls_v2': (make_classification_v2, {
+        'test': 300
+    }),
 }
 
 
@@ -440,7 +482,7 @@ def main() -> None:
         print(f'[{time.time() - start:5.1f}s] wrote {paths[0]} and {paths[1]}')
         return
     args.out = args.out or 'data/shapes'
-    settings = dict(seed=args.seed, scale=args.scale, version=9)
+    settings = dict(seed=args.seed, scale=args.scale, version=10)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):
         with open(stamp) as f:

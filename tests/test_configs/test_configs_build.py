@@ -5,6 +5,7 @@ import os.path as osp
 import pytest
 import torch
 from conftest import REPO_ROOT
+from demo_training import train_demo_briefly
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 
@@ -40,7 +41,9 @@ def test_configs_exist():
         assert f'weightformer/upernet_weightformer-{arch}_8xb2-160k_ade20k-512x512.py' in names
     for name in ('weightformer-demo_shapes-cls.py',
                  'mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py',
-                 'upernet_weightformer-demo_shapes-ade.py'):
+                 'upernet_weightformer-demo_shapes-ade.py',
+                 'mask-rcnn_deit-demo_simple-pyramid_shapes-coco.py',
+                 'upernet_deit-demo_shapes-ade.py'):
         assert f'demo/{name}' in names
 
 
@@ -104,18 +107,22 @@ def check_weightformer(path, cfg, backbone):
 
 
 @pytest.mark.parametrize('baseline, twin', [
-    ('mask-rcnn_deit-t_simple-pyramid_1x_coco.py',
-     'mask-rcnn_weightformer-t_simple-pyramid_1x_coco.py'),
-    ('upernet_deit-s_8xb2-160k_ade20k-512x512.py',
-     'upernet_weightformer-s_8xb2-160k_ade20k-512x512.py'),
+    ('weightformer/mask-rcnn_deit-t_simple-pyramid_1x_coco.py',
+     'weightformer/mask-rcnn_weightformer-t_simple-pyramid_1x_coco.py'),
+    ('weightformer/upernet_deit-s_8xb2-160k_ade20k-512x512.py',
+     'weightformer/upernet_weightformer-s_8xb2-160k_ade20k-512x512.py'),
+    ('demo/mask-rcnn_deit-demo_simple-pyramid_shapes-coco.py',
+     'demo/mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py'),
+    ('demo/upernet_deit-demo_shapes-ade.py', 'demo/upernet_weightformer-demo_shapes-ade.py'),
 ])
 def test_deit_baselines_differ_from_weightformer_only_in_the_backbone(baseline, twin):
-    """The WeightFormer paper compares with DeiT under the same neck and schedule: apart from
-    the backbone, its weight-decay groups and the imports it needs, the configs are equal; the
-    widths match and the drop path is the WeightFormer config's."""
+    """The WeightFormer paper compares with DeiT under the same neck and schedule, and so do
+    the demos: apart from the backbone, its weight-decay groups and the imports it needs, the
+    configs are equal; the widths match (the papers' DeiT-T / -S; at demo scale the
+    WeightFormer demo's width, depth and MLP width), and so do the drop path, the patch size,
+    the last map as output and the initialisation (the demos: both from scratch)."""
     configs = [
-        Config.fromfile(osp.join(REPO_ROOT, 'configs', 'weightformer', name)).to_dict()
-        for name in (baseline, twin)
+        Config.fromfile(osp.join(REPO_ROOT, 'configs', name)).to_dict() for name in (baseline, twin)
     ]
     backbones = [cfg['model'].pop('backbone') for cfg in configs]
     for cfg in configs:
@@ -123,11 +130,32 @@ def test_deit_baselines_differ_from_weightformer_only_in_the_backbone(baseline, 
         cfg.pop('custom_imports')
     assert configs[0] == configs[1]
     deit, weightformer = backbones
-    assert deit['arch'] == {'t': 'deit-tiny', 's': 'deit-small'}[weightformer['arch']]
-    assert deit['drop_path_rate'] == weightformer['drop_path_rate']
+    assert deit['type'] == 'mmpretrain.VisionTransformer'
+    if isinstance(weightformer['arch'], str):
+        assert deit['arch'] == {'t': 'deit-tiny', 's': 'deit-small'}[weightformer['arch']]
+    else:
+        assert {key: deit['arch'][key] for key in weightformer['arch']} == weightformer['arch']
+        assert 'num_heads' in deit['arch']
+    for key in ('drop_path_rate', 'init_cfg'):
+        assert deit.get(key) == weightformer.get(key), key
     assert deit['patch_size'] == weightformer['patch_size'] == 16
     assert deit['out_type'] == weightformer['out_type'] == 'featmap'
     assert deit['out_indices'] == -1 and weightformer['out_indices'] == (-1, )  # the last map
+
+
+@pytest.mark.parametrize('config, data', [
+    ('mask-rcnn_deit-demo_simple-pyramid_shapes-coco.py', 'coco/'),
+    ('upernet_deit-demo_shapes-ade.py', 'ade'),
+])
+def test_deit_demo_baselines_train_on_the_demo_data(config, data, tiny_data, tmp_path):
+    """Two iterations of each DeiT demo baseline on the tiny sets: mmpretrain's ViT feeds the
+    WeightFormer demo's neck and heads, and the loss and weights stay finite."""
+    runner = train_demo_briefly(config, osp.join(tiny_data, data), str(tmp_path))
+    assert runner.iter == 2
+    assert type(runner.model.backbone).__name__ == 'VisionTransformer'
+    assert torch.isfinite(torch.tensor(runner.message_hub.get_scalar('train/loss').current()))
+    for name, param in runner.model.named_parameters():
+        assert torch.isfinite(param).all(), name
 
 
 def test_dense_vit_demo_differs_from_the_veca_demo_only_in_the_backbone():

@@ -5,11 +5,10 @@ import os.path as osp
 
 import pytest
 import torch
-from conftest import DEMO_TASKS, REPO_ROOT
-from mmengine.config import Config
+from conftest import DEMO_TASKS
+from demo_training import train_demo_briefly
 from mmengine.runner import Runner
 
-from mmlinear.apis import fix_dataloaders
 from mmlinear.models.backbones import InfViT
 from mmlinear.models.layers.efficient_attention import EFFICIENT_ATTENTIONS
 
@@ -64,20 +63,7 @@ def short_training(task: str, attn_type: str, data_root: str, work_dir: str) -> 
     """Two training iterations of the demo config of ``task`` with ``attn_type``, from random
     weights (the fine-tuning demos otherwise start from the classifier's checkpoint)."""
     name, root, _ = DEMO_TASKS[task]
-    cfg = Config.fromfile(osp.join(REPO_ROOT, 'configs', 'demo', name))
-    cfg.model.backbone.update(attn_type=attn_type, init_cfg=None)
-    cfg.train_dataloader.update(num_workers=0, persistent_workers=False, batch_size=2)
-    cfg.train_dataloader.dataset.data_root = osp.join(data_root, root)
-    for part in ('val', 'test'):  # training only: the evaluators read the full data's paths
-        cfg[f'{part}_dataloader'] = cfg[f'{part}_cfg'] = cfg[f'{part}_evaluator'] = None
-    cfg.train_cfg = dict(type='IterBasedTrainLoop', max_iters=2)
-    cfg.param_scheduler = []
-    cfg.default_hooks.checkpoint = None
-    cfg.work_dir = work_dir
-    fix_dataloaders(cfg)
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    return runner
+    return train_demo_briefly(name, osp.join(data_root, root), work_dir, attn_type=attn_type)
 
 
 def check_trains(task, attn_type, tiny_data, tmp_path):

@@ -318,12 +318,20 @@ def test_memory_model_covers_every_live_tensor(build, compute_dtype):
     model = build(torch.float32, out_type='featmap')
     x = image((1, 3, 1024, 1024), torch.float32)  # 128 x 128 patches
     autocast = torch.autocast('cpu', dtype=torch.bfloat16, enabled=compute_dtype is not None)
+    band = x[:, :, :32 * model.patch_size]
     with torch.no_grad(), autocast:
         predicted = model.predict_streamed_memory(x.shape, chunk_rows=32)
         held = live_tensor_peak(lambda: model.forward_streamed(x, chunk_rows=32))
+        # What the CPU's convolution allocates beyond its output for one band's patch
+        # embedding: a transient the memory model does not count, a few MB in float32 but, on
+        # CPUs where oneDNN's bf16 convolution takes a workspace (an Intel Xeon with AMX: about
+        # 190 bytes per pixel), 50 MB here (docs/benchmarks.md, "Streamed inference").
+        stem_output = model.patch_embed.projection(band)
+        stem_scratch = live_tensor_peak(lambda: model.patch_embed.projection(band)) - \
+            stem_output.nbytes
     assert predicted == model.predict_streamed_memory(
         x.shape, chunk_rows=32, compute_dtype=compute_dtype)  # the context's autocast
-    assert held <= predicted.total_bytes - predicted.input_bytes
+    assert held <= predicted.total_bytes - predicted.input_bytes + stem_scratch
     if compute_dtype is not None:
         full = model.predict_streamed_memory(x.shape, chunk_rows=32)
         assert predicted.band_bytes < full.band_bytes

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from mmlinear.ops import linear_infsa_key_weights, pure_infsa, pure_infsa_scores
 from ..utils import autocast_disabled, check_choice, extend_padding_mask
-from .efficient_attention import EFFICIENT_ATTENTIONS, accumulation_dtype, build_efficient_attention
+from .efficient_attention import EFFICIENT_ATTENTIONS, build_efficient_attention
 from .linear_infsa_summary import LinearInfSASummary
 
 ATTN_TYPES = ('softmax', 'pure', 'linear', 'none') + tuple(EFFICIENT_ATTENTIONS)
@@ -274,8 +274,9 @@ class InfSAAttention(nn.Module):
                              key_padding_mask: Optional[Tensor],
                              need_weights: bool) -> Tuple[Tensor, Optional[Tensor]]:
         # Exponentials, feature sums and the pseudo-inverse iteration run outside autocast,
-        # in float32 (float64 for float64), and the output returns to q's dtype.
-        acc = accumulation_dtype(q.dtype)
+        # in float32 (float64 for float64: they overflow or drift in half precision), and the
+        # output returns to q's dtype.
+        acc = torch.promote_types(q.dtype, torch.float32)
         with autocast_disabled(q.device.type):
             out, weights = self.mixer(
                 q.to(acc), k.to(acc), v.to(acc), key_padding_mask, need_weights)

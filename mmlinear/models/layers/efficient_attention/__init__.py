@@ -5,7 +5,7 @@ from typing import Dict, Type
 
 from .base_attention import EfficientAttention
 from .elu_linear_attention import EluLinearAttention
-from .kernel_attention import accumulation_dtype, kernel_attention
+from .kernel_attention import kernel_attention
 from .linformer_attention import LinformerAttention
 from .nystrom_attention import NystromAttention, iterative_pinv
 from .performer_attention import PerformerAttention, orthogonal_gaussian_features
@@ -49,6 +49,6 @@ def build_efficient_attention(attn_type: str, head_dims: int, **options) -> Effi
 
 __all__ = [
     'EFFICIENT_ATTENTIONS', 'EfficientAttention', 'EluLinearAttention', 'LinformerAttention',
-    'NystromAttention', 'PerformerAttention', 'accumulation_dtype', 'build_efficient_attention',
-    'iterative_pinv', 'kernel_attention', 'orthogonal_gaussian_features'
+    'NystromAttention', 'PerformerAttention', 'build_efficient_attention', 'iterative_pinv',
+    'kernel_attention', 'orthogonal_gaussian_features'
 ]

@@ -2,7 +2,6 @@
 Performer share."""
 from typing import Optional, Tuple
 
-import torch
 from torch import Tensor
 
 
@@ -41,9 +40,3 @@ def kernel_attention(query_features: Tensor,
     key_value = key_features.transpose(-2, -1) @ v
     normaliser = query_features @ key_features.sum(-2).unsqueeze(-1)
     return (query_features @ key_value) / (normaliser + eps), None
-
-
-def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float64 stays float64; every other dtype computes the baselines in float32 (their
-    exponentials and pseudo-inverse iterations overflow or drift in half precision)."""
-    return torch.float64 if dtype == torch.float64 else torch.float32

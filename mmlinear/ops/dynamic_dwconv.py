@@ -11,6 +11,7 @@ from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
 from mmlinear.utils.ext_loader import require_kernel_ext, runs_kernel
+from mmlinear.utils.precision import autocast_dtype
 
 
 def check_dwconv_inputs(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
@@ -178,13 +179,10 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
         Tensor: (B, C, H, W) in x's dtype (under autocast, in the autocast dtype, as a
         convolution).
     """
-    device = x.device.type
-    # Devices without autocast (meta, for FLOP counting) cannot be asked about it.
-    if (torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
-            and x.is_floating_point()):
+    dtype = autocast_dtype(x.device.type)
+    if dtype is not None and x.is_floating_point():
         # A convolution under autocast runs in the low-precision dtype whatever its inputs'
         # dtypes (the predicted kernels often come out of a float32 norm), so do the same.
-        dtype = torch.get_autocast_dtype(device)
         x, weight = x.to(dtype), weight.to(dtype)
         bias = None if bias is None else bias.to(dtype)
     check_dwconv_inputs(x, weight, bias)

@@ -67,6 +67,35 @@ def test_mmlinear_ext_imports_first_without_openmmlab_packages():
     assert result.stdout.strip() in ('ok True', 'ok False')
 
 
+def test_op_benchmark_measures_without_openmmlab_packages(repo_root):
+    """One measurement of tools/analysis_tools/benchmark_ops.py's worker (gpu_check's last
+    step), with every OpenMMLab package blocked: its timing loop and ext bookkeeping must not
+    pull mmengine in through ``mmlinear.apis``."""
+    head, _ = SCRIPT.split('\nimport torch\n')
+    script = head + textwrap.dedent('''
+        import runpy
+        tool = runpy.run_path(sys.argv[1])
+        case = dict(op='linear_infsa_sums', impl='kernel', shape=[1, 2, 4], n=32,
+                    device='cpu', dtype='float32', repeats=1, warmup=0)
+        result = tool['run_worker'](case)
+        assert result['fwd_s'] > 0 and result['fwd_bwd_s'] > 0, result
+        loaded = [name for name in sys.modules if name.split('.')[0] in BLOCKED]
+        assert not loaded, loaded
+        print('ok')
+    ''')
+    tool = os.path.join(repo_root, 'tools', 'analysis_tools', 'benchmark_ops.py')
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [repo_root, os.getenv('PYTHONPATH')])))
+    result = subprocess.run([sys.executable, '-c', script, tool],
+                            capture_output=True,
+                            text=True,
+                            env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == 'ok'
+
+
 def inner_pytest_args(config: pytest.Config) -> List[str]:
     """Options for a pytest started inside this one: the addopts this run uses.
 

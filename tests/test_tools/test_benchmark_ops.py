@@ -66,3 +66,17 @@ def test_module_cases_run_without_the_extension_as_their_reference(tmp_path):
             'linear_infsa_key_pool', 'linear_infsa_key_pool_backward', 'linear_infsa_query_sums',
             'linear_infsa_query_sums_backward'
         ]
+
+
+def test_a_failed_measurement_fails_the_run(tmp_path, monkeypatch):
+    """A worker that fails (as every one did on a bare GPU image when the timing loop needed
+    mmengine) exits non-zero with the case named, after writing what was measured."""
+    pytest.importorskip('matplotlib')
+    tool = load_tool('benchmark_ops')
+    monkeypatch.setattr(tool, 'run_case', lambda case: {'error': 'ModuleNotFoundError: x'})
+    result = run_tool_main(tool, '--ops', 'dynamic_dwconv2d', '--sizes', '16', '--repeats', '1',
+                           '--warmup', '0', '--out', str(tmp_path))
+    assert result.returncode == 1
+    assert '2 of 2 measurements failed' in result.stderr
+    assert 'dynamic_dwconv2d N=16 kernel: ModuleNotFoundError: x' in result.stderr
+    assert (tmp_path / 'benchmark_ops.json').is_file()

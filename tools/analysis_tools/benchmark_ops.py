@@ -261,7 +261,7 @@ def run_worker(case: Dict) -> Dict:
 
     # Which operators ran their kernels: none for a reference, the op's own for its kernel.
     result = {'peak_bytes': max(peak, 0), 'kernels': sorted(KERNEL_CALLS)}
-    from mmlinear.apis.benchmark import median_ms
+    from mmlinear.utils.timing import median_ms
     for mode, step in (('fwd', forward), ('fwd_bwd', forward_backward)):
         result[f'{mode}_s'] = median_ms(step, case['warmup'], case['repeats']) / 1e3
     return result
@@ -416,8 +416,20 @@ def main(argv: Optional[List[str]] = None) -> None:
             },
             f,
             indent=1)
-    plot(rows, os.path.join(args.out, 'benchmark_ops.png'))
-    print(f'\nwrote {args.out}/benchmark_ops.json and benchmark_ops.png')
+    # A measurement that failed (e.g. a worker missing a package) must fail the run, not leave
+    # a table of dashes behind a zero exit status.
+    failed = [
+        f'{row["op"]} N={row["n"]} {impl}: {row[impl]["error"]}' for row in rows
+        for impl in IMPLS + ('floor', ) if 'error' in row.get(impl, {})
+    ]
+    written = 'benchmark_ops.json'
+    if len(failed) < progress.total:
+        plot(rows, os.path.join(args.out, 'benchmark_ops.png'))
+        written += ' and benchmark_ops.png'
+    print(f'\nwrote {written} in {args.out}')
+    if failed:
+        raise SystemExit(f'{len(failed)} of {progress.total} measurements failed:\n' +
+                         '\n'.join(failed))
 
 
 if __name__ == '__main__':

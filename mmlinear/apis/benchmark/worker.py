@@ -30,10 +30,10 @@ import sys
 import time
 from typing import Any, Callable, Optional, Tuple
 
+from mmlinear.utils.timing import time_ms
 from .cases import OK, image_hw
 from .energy import energy_meter
 from .memory import cpu_peak, is_oom, limit_data_segment, reset_cpu_peak
-from .timing import time_ms
 
 RESULT_PREFIX = 'BENCHMARK_RESULT '
 

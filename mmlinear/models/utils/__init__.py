@@ -1,10 +1,10 @@
+from mmlinear.utils.precision import autocast_disabled, autocast_dtype
 from .adaptive_pool_sums import AdaptivePoolSums, adaptive_bin_weights
 from .checks import check_choice, check_frozen_stages, normalize_indices, resolve_arch
 from .freeze import freeze
 from .padding_mask import (attach_padding_mask, extend_padding_mask, pixel_padding_mask,
                            pixel_to_token_mask, resolve_padding_mask, valid_extents)
 from .pos_embed import pos_embed_for_valid_regions, resize_pos_embed
-from .precision import autocast_disabled, autocast_dtype
 from .token_stream import band_tokens
 from .tokens import check_tokens, masked_mean, patch_grid, patch_size_of, tokens_to_map
 

@@ -5,7 +5,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .precision import autocast_disabled
+from mmlinear.utils.precision import autocast_disabled
 
 
 def adaptive_bin_weights(lengths: Tensor, size: int, k: int) -> Tensor:

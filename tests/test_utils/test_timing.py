@@ -1,6 +1,6 @@
-"""mmlinear.apis.benchmark.timing: the order in which the side-by-side loop calls, and what it
+"""mmlinear.utils.timing: the order in which the side-by-side loop calls, and what it
 returns (no wall time is asserted)."""
-from mmlinear.apis.benchmark import interleaved_ms
+from mmlinear.utils.timing import interleaved_ms
 
 
 def test_interleaved_ms_alternates_the_call_order_every_round():

@@ -1,4 +1,7 @@
-"""Wall-clock timing of a callable: the one loop every benchmark of mmlinear times with."""
+"""Wall-clock timing of a callable: the one loop every benchmark of mmlinear times with.
+
+It needs the standard library alone, so that `tools/analysis_tools/benchmark_ops.py` runs
+where only torch is installed (the bare image of `tools/gpu_check.sh`)."""
 import statistics
 import time
 from typing import Callable, List, Sequence

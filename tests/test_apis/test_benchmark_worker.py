@@ -3,7 +3,7 @@ import os.path as osp
 import pytest
 import torch
 
-from mmlinear.apis.benchmark import launch_case, run_case
+from mmlinear.apis.benchmark import WorkerFailed, launch_case, run_case, run_in_fresh_process
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEMO_UPERNET = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')
@@ -43,6 +43,22 @@ def test_a_worker_that_fails_otherwise_than_by_memory_is_an_error():
     with pytest.raises(RuntimeError, match='benchmark worker failed for') as error:
         launch_case(case, timeout=3600)
     assert "unknown model 'no-such-model'" in str(error.value)  # the worker's own error
+
+
+def test_a_fresh_process_returns_the_result_it_prints_with_this_mmlinear_and_env():
+    code = ('import json, os, sys, mmlinear; from mmlinear.apis.benchmark import print_result; '
+            'print("noise"); print_result(dict(payload=json.loads(sys.argv[1]), '
+            'mmlinear=mmlinear.__file__, env=os.environ["MMLINEAR_TEST_VAR"])); print("after")')
+    result = run_in_fresh_process(['-c', code], {'n': 3}, env={'MMLINEAR_TEST_VAR': 'set'})
+    import mmlinear
+    assert result == dict(payload={'n': 3}, mmlinear=mmlinear.__file__, env='set')
+
+
+def test_a_fresh_process_without_a_result_raises_with_its_status_and_stderr():
+    code = 'import sys; sys.stderr.write("went wrong\\n"); sys.exit(3)'
+    with pytest.raises(WorkerFailed, match='status 3') as failure:
+        run_in_fresh_process(['-c', code], {})
+    assert failure.value.returncode == 3 and 'went wrong' in failure.value.stderr
 
 
 def streamed_case(**options):

@@ -1,11 +1,13 @@
 """Latency, throughput and peak memory of backbones over resolutions, batch sizes and dtypes.
 
 One concern per module: :mod:`.cases` (what a case is), :mod:`.worker` (measuring one case in
-a fresh process), :mod:`.planner` (which cases run and how often, under a time budget),
-:mod:`.report` (fitted exponents and the written results), :mod:`.plotting` (the figure),
+a fresh process; its launcher also starts the workers of
+``tools/analysis_tools/benchmark_ops.py``), :mod:`.planner` (which cases run and how often,
+under a time budget), :mod:`.report` (fitted exponents and the written results),
+:mod:`.plotting` (the figure),
 :mod:`.timing` (the timing loops, shared with the other benchmark tools: one callable, or
 several side by side) and :mod:`.memory` (a process's peak memory and its cap, shared with
-``tools/analysis_tools/training_step.py``).
+``tools/analysis_tools/training_step.py`` and ``benchmark_ops.py``).
 ``tools/analysis_tools/benchmark.py`` is their command line.
 """
 from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, STREAM_INPUTS, image_hw, num_tokens,
@@ -17,13 +19,13 @@ from .plotting import plot_scaling
 from .report import (fit_exponent, fit_line, format_exponent, machine_info, markdown_tables,
                      summarize_fits, write_outputs)
 from .timing import interleaved_ms, median_ms, time_ms
-from .worker import launch_case, run_case
+from .worker import WorkerFailed, launch_case, print_result, run_case, run_in_fresh_process
 
 __all__ = [
     'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'STREAM_INPUTS', 'FlopRatio', 'GridSettings',
-    'SeriesPlanner', 'Step', 'cpu_peak', 'estimate_seconds', 'fit_exponent', 'fit_line',
-    'format_exponent', 'interleaved_ms', 'image_hw', 'is_oom', 'launch_case', 'limit_data_segment',
-    'machine_info', 'markdown_tables', 'median_ms', 'num_tokens', 'plan_runs', 'plot_scaling',
-    'reset_cpu_peak', 'run_case', 'run_grid', 'series_key', 'summarize_fits', 'time_ms',
-    'write_outputs'
+    'SeriesPlanner', 'Step', 'WorkerFailed', 'cpu_peak', 'estimate_seconds', 'fit_exponent',
+    'fit_line', 'format_exponent', 'interleaved_ms', 'image_hw', 'is_oom', 'launch_case',
+    'limit_data_segment', 'machine_info', 'markdown_tables', 'median_ms', 'num_tokens', 'plan_runs',
+    'plot_scaling', 'print_result', 'reset_cpu_peak', 'run_case', 'run_grid',
+    'run_in_fresh_process', 'series_key', 'summarize_fits', 'time_ms', 'write_outputs'
 ]

@@ -1,4 +1,5 @@
-"""Measuring one benchmark case, in a fresh Python process per case.
+"""Measuring one benchmark case, in a fresh Python process per case
+(:func:`run_in_fresh_process`, which ``tools/analysis_tools/benchmark_ops.py`` uses too).
 
 A fresh process per case keeps the peak memory of one case from leaking into the next:
 
@@ -28,7 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .cases import OK, image_hw
 from .energy import energy_meter
@@ -261,6 +262,67 @@ def run_case(case: dict) -> dict:
     return result
 
 
+class WorkerFailed(RuntimeError):
+    """A worker process that ended without printing a result.
+
+    Args:
+        returncode (int): Its exit status (negative: killed by that signal).
+        stderr (str): What it wrote to stderr.
+    """
+
+    def __init__(self, returncode: int, stderr: str) -> None:
+        super().__init__(f'worker exited with status {returncode}:\n{stderr[-3000:]}')
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def run_in_fresh_process(argv: Sequence[str],
+                         payload: dict,
+                         timeout: Optional[float] = None,
+                         env: Optional[Dict[str, str]] = None) -> dict:
+    """Run ``python <argv> <payload as JSON>`` and return the result it printed.
+
+    The one way the benchmarks start a measurement in a fresh interpreter, so that one case's
+    peak memory, loaded libraries and thread pools do not reach the next. The worker finds
+    the same mmlinear as this process (its folder leads ``PYTHONPATH``) and prints its result
+    with :func:`print_result`.
+
+    Args:
+        argv (Sequence[str]): The interpreter's arguments before the payload: ``['-c', code]``
+            or a script and its options.
+        payload (dict): What to measure, passed as the last argument (JSON).
+        timeout (float, optional): Seconds after which the worker is killed
+            (``subprocess.TimeoutExpired``). Defaults to None (no limit).
+        env (dict[str, str], optional): Variables added to this process's environment.
+
+    Returns:
+        dict: The worker's result.
+
+    Raises:
+        WorkerFailed: If the worker printed no result (its status and stderr).
+    """
+    import mmlinear
+
+    package_root = osp.dirname(osp.dirname(osp.abspath(mmlinear.__file__)))
+    environ = {**os.environ, **(env or {})}
+    environ['PYTHONPATH'] = os.pathsep.join(
+        p for p in (package_root, environ.get('PYTHONPATH')) if p)
+    proc = subprocess.run([sys.executable, *argv, json.dumps(payload)],
+                          capture_output=True,
+                          text=True,
+                          timeout=timeout,
+                          env=environ)
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    raise WorkerFailed(proc.returncode, proc.stderr)
+
+
+def print_result(result: dict) -> None:
+    """Print a worker's result as the one line :func:`run_in_fresh_process` reads."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
 def launch_case(case: dict, timeout: float) -> dict:
     """Run :func:`run_case` in a fresh interpreter and return its result.
 
@@ -275,31 +337,18 @@ def launch_case(case: dict, timeout: float) -> dict:
     Raises:
         RuntimeError: If the worker failed otherwise, with the end of its stderr.
     """
-    import mmlinear
-
-    # The worker must measure the same mmlinear as this process, wherever that was found.
-    package_root = osp.dirname(osp.dirname(osp.abspath(mmlinear.__file__)))
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(p for p in (package_root, env.get('PYTHONPATH')) if p)
     code = 'from mmlinear.apis.benchmark.worker import worker_main; worker_main()'
     try:
-        proc = subprocess.run(
-            [sys.executable, '-c', code, json.dumps(case)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env)
+        return run_in_fresh_process(['-c', code], case, timeout)
     except subprocess.TimeoutExpired:
         return dict(status='timeout', note=f'killed after {timeout:.0f} s')
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    if proc.returncode < 0:
-        return dict(status='OOM', note=f'worker killed by signal {-proc.returncode}')
-    raise RuntimeError(f'benchmark worker failed for {case}:\n{proc.stderr[-3000:]}')
+    except WorkerFailed as failure:
+        if failure.returncode < 0:
+            return dict(status='OOM', note=f'worker killed by signal {-failure.returncode}')
+        raise RuntimeError(f'benchmark worker failed for {case}:\n{failure.stderr[-3000:]}')
 
 
 def worker_main() -> None:
     """Entry point of the worker process: the case is the JSON in ``sys.argv[1]``; the result
-    is printed as one ``RESULT_PREFIX`` line."""
-    print(RESULT_PREFIX + json.dumps(run_case(json.loads(sys.argv[1]))), flush=True)
+    is printed by :func:`print_result`."""
+    print_result(run_case(json.loads(sys.argv[1])))

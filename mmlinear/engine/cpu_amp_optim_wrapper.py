@@ -7,7 +7,7 @@ from mmengine.runner.amp import autocast
 from torch import nn
 
 from mmlinear.registry import OPTIM_WRAPPERS
-from .mmcv_cpu_autocast import run_mmcv_ops_in_float32_under_cpu_autocast
+from .upstream_shims import install_shim
 
 
 @OPTIM_WRAPPERS.register_module()
@@ -17,12 +17,13 @@ class CPUAmpOptimWrapper(OptimWrapper):
     mmengine's ``AmpOptimWrapper`` refuses to start without an accelerator. bfloat16 keeps
     float32's exponent range, so no loss scaling is needed; the InfSA normalisations still
     run in float32 (they disable autocast locally), and so do mmcv's detection ops, whose CPU
-    kernels take no bfloat16 (see :func:`run_mmcv_ops_in_float32_under_cpu_autocast`).
+    kernels take no bfloat16 (the ``mmcv_cpu_autocast`` shim of
+    :mod:`mmlinear.engine.upstream_shims`, installed on first construction).
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        run_mmcv_ops_in_float32_under_cpu_autocast()
+        install_shim('mmcv_cpu_autocast')
 
     @contextmanager
     def optim_context(self, model: nn.Module):

@@ -9,7 +9,7 @@ message hub and the hooks' own checkpoint state, but
   written mid-epoch (a preemption checkpoint, or ``CheckpointHook(by_epoch=False)``) from its
   first batch, training the batches before the checkpoint twice.
 
-:func:`register_exact_resume` patches, process-wide:
+:mod:`mmlinear.engine.upstream_shims` installs, process-wide:
 
 - ``Runner.save_checkpoint`` records every rank's generator states (gathered from all ranks:
   mmengine calls it on every rank and writes on rank 0 only) and the number of batches per
@@ -29,7 +29,7 @@ the resumed run does not repeat that validation.
 """
 import logging
 import random
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 import torch
@@ -40,8 +40,10 @@ from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner
 #: The message hub key of the states saved with a checkpoint.
 RESUME_STATE_KEY = 'mmlinear_resume_state'
 
-_registered = False
-_upstream: Dict[str, Callable] = {}
+# mmengine's own methods, which the replacements call; taken before the shim replaces them (the
+# shim imports this module first).
+_upstream_save_checkpoint = Runner.save_checkpoint
+_upstream_resume = Runner.resume
 
 
 def capture_rng_state() -> dict:
@@ -173,12 +175,12 @@ def save_checkpoint(self: Runner, *args, **kwargs) -> None:
         batches_per_epoch = None
     self.message_hub.update_info(RESUME_STATE_KEY,
                                  dict(rng=states, batches_per_epoch=batches_per_epoch))
-    _upstream['save_checkpoint'](self, *args, **kwargs)
+    _upstream_save_checkpoint(self, *args, **kwargs)
 
 
 def resume(self: Runner, *args, **kwargs) -> None:
     """``Runner.resume``, then hand the saved states to the train loop."""
-    _upstream['resume'](self, *args, **kwargs)
+    _upstream_resume(self, *args, **kwargs)
     saved = self.message_hub.get_info(RESUME_STATE_KEY)
     if saved is None:
         self.logger.warning('the checkpoint holds no random states (it was written without '
@@ -220,19 +222,7 @@ def run_epoch(self: EpochBasedTrainLoop) -> None:
     self._epoch += 1
 
 
-def register_exact_resume() -> None:
-    """Install the patches described in the module docstring (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    _upstream.update(save_checkpoint=Runner.save_checkpoint, resume=Runner.resume)
-    Runner.save_checkpoint = save_checkpoint
-    Runner.resume = resume
-    EpochBasedTrainLoop.run_epoch = run_epoch
-    _registered = True
-
-
 __all__ = [
-    'RESUME_STATE_KEY', 'ResumePoint', 'capture_rng_state', 'register_exact_resume',
-    'restore_rng_state'
+    'RESUME_STATE_KEY', 'ResumePoint', 'capture_rng_state', 'restore_rng_state', 'resume',
+    'run_epoch', 'save_checkpoint'
 ]

@@ -5,19 +5,18 @@ trained with CPU autocast stops at the first RPN proposal filtering ("expected s
 Float but found BFloat16"). Under CPU autocast these autograd Functions now compute in float32
 and hand back floating results (and input gradients) in the dtype they were given, which is
 what their callers expect (mmdet writes RoIAlign's output into a buffer of the features'
-dtype). Outside CPU autocast, and on CUDA (whose kernels take half), nothing changes.
+dtype). Outside CPU autocast, and on CUDA (whose kernels take half), nothing changes. The
+wrappers are installed by :mod:`mmlinear.engine.upstream_shims` when a
+:class:`~mmlinear.engine.CPUAmpOptimWrapper` is built.
 """
 import functools
-import importlib
-from typing import Any, Callable, List
+from typing import Any, Callable
 
 import torch
 
 # (module, autograd Function) pairs of the mmcv ops that mmdet's two-stage detectors call.
 MMCV_FLOAT32_FUNCTIONS = (('mmcv.ops.nms', 'NMSop'), ('mmcv.ops.roi_align', 'RoIAlignFunction'))
 LOW_PRECISION = (torch.bfloat16, torch.float16)
-
-_patched: List[type] = []
 
 
 def _cast(values: Any, dtype: torch.dtype) -> Any:
@@ -29,7 +28,9 @@ def _cast(values: Any, dtype: torch.dtype) -> Any:
     return values
 
 
-def _float32_forward(forward: Callable) -> Callable:
+def float32_forward(forward: Callable) -> Callable:
+    """An autograd Function's ``forward`` that computes in float32 under CPU autocast and
+    returns its floating outputs in the dtype of its first input (unchanged elsewhere)."""
 
     @functools.wraps(forward)
     def wrapped(ctx, data: torch.Tensor, *args, **kwargs):
@@ -45,7 +46,9 @@ def _float32_forward(forward: Callable) -> Callable:
     return wrapped
 
 
-def _float32_backward(backward: Callable) -> Callable:
+def float32_backward(backward: Callable) -> Callable:
+    """The ``backward`` that goes with :func:`float32_forward`: float32 inside, the caller's
+    dtype for the input gradients."""
 
     @functools.wraps(backward)
     def wrapped(ctx, *grads):
@@ -56,18 +59,3 @@ def _float32_backward(backward: Callable) -> Callable:
         return _cast(grads_in, ctx.caller_dtype)
 
     return wrapped
-
-
-def run_mmcv_ops_in_float32_under_cpu_autocast() -> None:
-    """Make :data:`MMCV_FLOAT32_FUNCTIONS` float32 regions under CPU autocast (idempotent;
-    a no-op where mmcv's ops are not installed)."""
-    for module_name, function_name in MMCV_FLOAT32_FUNCTIONS:
-        try:
-            function = getattr(importlib.import_module(module_name), function_name)
-        except (ImportError, AttributeError):
-            continue
-        if function in _patched:
-            continue
-        function.forward = staticmethod(_float32_forward(function.forward))
-        function.backward = staticmethod(_float32_backward(function.backward))
-        _patched.append(function)

@@ -16,8 +16,7 @@ _EXPORTS = {
     'write_file_atomic': 'atomic_checkpoint',
     'write_last_checkpoint': 'atomic_checkpoint',
     'load_checkpoint_file': 'safe_checkpoint',
-    'register_safe_checkpoint_globals': 'safe_checkpoint',
-    'register_config_scope': 'config_scope',
+    'safe_checkpoint_globals': 'safe_checkpoint',
 }
 
 __all__ = sorted(_EXPORTS)

@@ -6,14 +6,15 @@ name. ``CheckpointHook._save_checkpoint_with_step`` also deletes the oldest kept
 *before* writing the new one, then rewrites ``last_checkpoint`` in place, so a failed write can
 leave the run with one checkpoint fewer and a marker that is empty or names a torn file.
 
-:func:`register_atomic_checkpoints` replaces both, process-wide:
+The shim in :mod:`mmlinear.engine.upstream_shims` replaces both, process-wide:
 
 - ``mmengine.runner.checkpoint.save_checkpoint`` (and the names ``mmengine.runner`` and
   ``mmengine.runner.runner`` import it under) writes local files with
   :func:`write_file_atomic`: a temporary file in the same folder, flushed and fsynced, then
   renamed over the final name (``os.replace`` is atomic on POSIX file systems) and the folder
   fsynced. Other backends (``s3://``, ``pavi://`` ...) keep mmengine's writer.
-- ``CheckpointHook._save_checkpoint_with_step`` writes the new checkpoint first, then the
+- ``CheckpointHook._save_checkpoint_with_step`` (:func:`save_checkpoint_with_step`) writes
+  the new checkpoint first, then the
   marker (atomically), and only then deletes the checkpoint that ``max_keep_ckpts`` drops.
 
 A write that fails (``ENOSPC``, ``EIO``, a kill) therefore leaves every earlier checkpoint and
@@ -24,16 +25,17 @@ import io
 import os
 import os.path as osp
 import tempfile
-from typing import Callable, Optional
+from typing import Optional
 
+import mmengine.runner.checkpoint
 import torch
 from mmengine.dist import is_main_process
 from mmengine.fileio import LocalBackend, get_file_backend
 from mmengine.hooks import CheckpointHook
 
-_registered = False
-# mmengine's own writer, kept for the backends that are not local files.
-_upstream_save_checkpoint: Optional[Callable] = None
+# mmengine's own writer, kept for the backends that are not local files; taken before the shim
+# replaces it (the shim imports this module first).
+_upstream_save_checkpoint = mmengine.runner.checkpoint.save_checkpoint
 #: The temporary files are ``.<name>.<random>.tmp`` beside the file they become.
 TMP_SUFFIX = '.tmp'
 #: The file in the work dir that names the newest complete checkpoint (mmengine's name).
@@ -148,7 +150,7 @@ def _remove_checkpoint(hook: CheckpointHook, step: int) -> None:
         hook.file_backend.rmtree(path)
 
 
-def _save_checkpoint_with_step(self: CheckpointHook, runner, step: int, meta: dict) -> None:
+def save_checkpoint_with_step(self: CheckpointHook, runner, step: int, meta: dict) -> None:
     """``CheckpointHook._save_checkpoint_with_step`` of mmengine 0.10.7, reordered: save, then
     update the marker, then delete what ``max_keep_ckpts`` drops."""
     outdated = None
@@ -179,22 +181,7 @@ def _save_checkpoint_with_step(self: CheckpointHook, runner, step: int, meta: di
         _remove_checkpoint(self, outdated)
 
 
-def register_atomic_checkpoints() -> None:
-    """Install the atomic writer and the reordered ``CheckpointHook`` save (idempotent)."""
-    global _registered, _upstream_save_checkpoint
-    if _registered:
-        return
-    import mmengine.runner
-    import mmengine.runner.checkpoint
-    import mmengine.runner.runner
-    _upstream_save_checkpoint = mmengine.runner.checkpoint.save_checkpoint
-    for module in (mmengine.runner, mmengine.runner.checkpoint, mmengine.runner.runner):
-        module.save_checkpoint = save_checkpoint
-    CheckpointHook._save_checkpoint_with_step = _save_checkpoint_with_step
-    _registered = True
-
-
 __all__ = [
-    'MARKER', 'register_atomic_checkpoints', 'save_checkpoint', 'write_file_atomic',
+    'MARKER', 'save_checkpoint', 'save_checkpoint_with_step', 'write_file_atomic',
     'write_last_checkpoint'
 ]

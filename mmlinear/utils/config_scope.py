@@ -2,8 +2,8 @@
 
 mmengine resolves ``pkg::path`` only for packages in its ``MODULE2PACKAGE`` table, then reads
 ``<pkg>/.mim/model-index.yml`` and falls back to ``<pkg>/.mim/configs/<path>``. mmlinear ships
-both (``mmlinear/.mim``) and this adds its entry to the table; it must run before the config is
-parsed, which importing mmlinear does.
+both (``mmlinear/.mim``); :mod:`mmlinear.engine.upstream_shims` adds its entry to the table and
+installs :func:`get_installed_path`, before any config is parsed (importing mmlinear does).
 
 mmengine finds the package folder through the distribution's install location, which for an
 editable (PEP 660) install is site-packages, where no ``mmlinear/`` folder exists. For mmlinear
@@ -12,23 +12,20 @@ the folder of the imported package is used instead.
 import os.path as osp
 
 from mmengine.config import config as config_module
-from mmengine.config import utils as config_utils
 
-_registered = False
+# mmengine's own lookup, taken before the shim replaces it (the shim imports this module first).
+_upstream_get_installed_path = config_module.get_installed_path
 
 
-def register_config_scope() -> None:
-    """Add ``mmlinear`` to mmengine's config-scope table and its path lookup (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    config_utils.MODULE2PACKAGE.setdefault('mmlinear', 'mmlinear')
-    original = config_module.get_installed_path
+def get_installed_path(package: str) -> str:
+    """mmengine's ``get_installed_path``, with mmlinear's folder taken from the imported package.
 
-    def get_installed_path(package: str) -> str:
-        if package == 'mmlinear':
-            return osp.dirname(osp.dirname(osp.abspath(__file__)))
-        return original(package)
+    Args:
+        package (str): A package name of a ``pkg::path`` config reference.
 
-    config_module.get_installed_path = get_installed_path
-    _registered = True
+    Returns:
+        str: The folder the package is installed in.
+    """
+    if package == 'mmlinear':
+        return osp.dirname(osp.dirname(osp.abspath(__file__)))
+    return _upstream_get_installed_path(package)

@@ -6,7 +6,8 @@ mmengine 0.10.7's ``find_latest_checkpoint`` (what ``resume=True`` without ``loa
 cannot tear (:mod:`mmlinear.utils.atomic_checkpoint`), but a file may still be damaged
 afterwards, or come from a run without them. :func:`find_latest_valid_checkpoint` checks the
 marker's file and, if it cannot be read, the other checkpoints of the run, newest first;
-every file it skips is logged with the reason.
+every file it skips is logged with the reason. :mod:`mmlinear.engine.upstream_shims` installs
+it in place of mmengine's.
 """
 import logging
 import os
@@ -19,7 +20,6 @@ from mmengine.logging import print_log
 
 from .atomic_checkpoint import MARKER
 
-_registered = False
 # The names mmengine's CheckpointHook and mmlinear's PreemptionHook give checkpoints.
 CHECKPOINT_NAME = re.compile(r'^(epoch|iter)_\d+\.pth$')
 
@@ -92,17 +92,4 @@ def find_latest_valid_checkpoint(work_dir: str) -> Optional[str]:
     return None
 
 
-def register_latest_valid_checkpoint() -> None:
-    """Make mmengine's auto-resume use :func:`find_latest_valid_checkpoint` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    import mmengine.runner
-    import mmengine.runner.checkpoint
-    import mmengine.runner.runner
-    for module in (mmengine.runner, mmengine.runner.checkpoint, mmengine.runner.runner):
-        module.find_latest_checkpoint = find_latest_valid_checkpoint
-    _registered = True
-
-
-__all__ = ['checkpoint_problem', 'find_latest_valid_checkpoint', 'register_latest_valid_checkpoint']
+__all__ = ['checkpoint_problem', 'find_latest_valid_checkpoint']

@@ -1,4 +1,14 @@
-"""A progress printer with elapsed time and ETA for long measurement loops."""
+"""One log line per finished step of a long measurement loop: its result, elapsed time, ETA.
+
+The analysis tools (benchmarks, sweeps, FLOPs tables, saliency) report each measurement as it
+finishes, and a long run's output is often kept in a log file. That is a line per step with
+a message, which neither progress bar of the stack gives: mmengine's ``ProgressBar`` rewrites
+one line in place (with a carriage return) and takes no message, and a rich bar is a live
+display that a file receives only once, at the end (rich draws it only on a terminal).
+The streamed runs, whose steps are bands with nothing to report, use rich's bar
+(:class:`mmlinear.models.utils.band_progress.BandProgress`). The ETA is mmengine's: the mean
+time per finished step times the steps left.
+"""
 import time
 from typing import Callable, Optional
 
@@ -6,8 +16,7 @@ from typing import Callable, Optional
 class ProgressETA:
     """Prints ``[done/total] message (elapsed, ETA)`` lines.
 
-    The ETA assumes the remaining steps cost what the finished ones cost on average, unless a
-    better estimate of the remaining seconds is given to :meth:`step`.
+    The ETA assumes the remaining steps cost what the finished ones cost on average.
 
     Args:
         total (int): Number of steps.
@@ -41,20 +50,17 @@ class ProgressETA:
             return float('nan')
         return self.elapsed / self.done * (self.total - self.done)
 
-    def step(self, message: str, remaining_seconds: Optional[float] = None) -> str:
+    def step(self, message: str) -> str:
         """Count one finished step and print its line.
 
         Args:
             message (str): What was done.
-            remaining_seconds (float, optional): An estimate of the time left that overrides
-                the mean-time ETA.
 
         Returns:
             str: The printed line.
         """
         self.done += 1
-        eta = self.eta() if remaining_seconds is None else remaining_seconds
         line = (f'[{self.done}/{self.total}] {message}  '
-                f'(elapsed {self.elapsed:.0f} s, ETA {eta:.0f} s)')
+                f'(elapsed {self.elapsed:.0f} s, ETA {self.eta():.0f} s)')
         self.printer(line)
         return line

@@ -33,9 +33,7 @@ import numpy as np
 import torch
 from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
-from mmengine.runner.checkpoint import CheckpointLoader
 
-_registered = False
 _ONE_CYCLE_ANNEALING = ('_annealing_cos', '_annealing_linear')
 
 
@@ -134,17 +132,12 @@ def load_checkpoint_file(filename: str, map_location: Optional[Any] = None) -> A
             'this file unless you trust where it came from.') from None
 
 
-def register_safe_checkpoint_globals() -> None:
-    """Allowlist the globals of mmengine checkpoints for weights-only loading and read local
-    files through :func:`load_checkpoint_file` in mmengine (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    torch.serialization.add_safe_globals(
-        [HistoryBuffer, OneCycleParamScheduler, (checkpoint_getattr, 'builtins.getattr')] +
-        _numpy_globals())
-    CheckpointLoader.register_scheme(prefixes='', loader=load_checkpoint_file, force=True)
-    _registered = True
+def safe_checkpoint_globals() -> List[Union[Callable, Tuple[Callable, str]]]:
+    """The globals of mmengine checkpoints that weights-only loading may restore, as
+    ``torch.serialization.add_safe_globals`` takes them (installed by
+    :mod:`mmlinear.engine.upstream_shims`)."""
+    return [HistoryBuffer, OneCycleParamScheduler,
+            (checkpoint_getattr, 'builtins.getattr')] + _numpy_globals()
 
 
-__all__ = ['checkpoint_getattr', 'load_checkpoint_file', 'register_safe_checkpoint_globals']
+__all__ = ['checkpoint_getattr', 'load_checkpoint_file', 'safe_checkpoint_globals']

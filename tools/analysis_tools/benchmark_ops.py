@@ -5,10 +5,13 @@ shows the median time of ``--repeats`` runs after ``--warmup`` runs, the peak me
 forward+backward, and the ratios reference / kernel (above 1: the kernel is better).
 
 Peak memory is measured soundly per case: every (op, implementation, size) runs in a fresh
-subprocess that creates its inputs, then records
-- CPU: the growth of the peak resident set size (``ru_maxrss``) over the resident set after
-  the inputs exist, during one forward+backward (large tensors are mmap-ed by the allocator
-  and returned on free, so RSS follows the live tensors);
+subprocess (started as the model benchmark starts its workers,
+:func:`mmlinear.utils.fresh_process.run_in_fresh_process`) that creates its inputs, then records
+- CPU: the resident-set high-water mark over the resident set once the inputs exist, during
+  one forward+backward (the model benchmark's method, :mod:`mmlinear.utils.peak_memory`:
+  the mark is reset first where the kernel allows it, else ``ru_maxrss`` is read, and
+  ``mem_method`` says which; large tensors are mmap-ed by the allocator and returned on free,
+  so RSS follows the live tensors);
 - CUDA: ``torch.cuda.max_memory_allocated`` minus the memory allocated before the call.
 Inputs and the output gradient are excluded; outputs, saved activations and input gradients
 count. Pure InfSA's reference materialises (B, H, N, N) scores and is skipped above
@@ -41,10 +44,13 @@ import argparse
 import functools
 import json
 import os
-import resource
-import subprocess
-import sys
 from typing import Dict, List, Optional
+
+# The measuring primitives alone, not mmlinear.apis: the workers run on a bare GPU image
+# (torch without mmengine; tools/gpu_check.sh).
+from mmlinear.utils.fresh_process import WorkerFailed, print_result, run_in_fresh_process
+from mmlinear.utils.peak_memory import cpu_peak, reset_cpu_peak
+from mmlinear.utils.timing import median_ms
 
 # Sizes per device: (B, H, d) or (B, C, k) and the list of N (tokens; H * W for the conv).
 # Linear-InfSA at B = 2, H = 16, d = 64 is InfViT-4L's attention (C = 1024).
@@ -252,16 +258,15 @@ def run_worker(case: Dict) -> Dict:
         base = torch.cuda.memory_allocated()
         forward_backward()
         peak = torch.cuda.max_memory_allocated() - base
+        method = 'cuda max_memory_allocated'
     else:
-        with open('/proc/self/statm') as f:
-            base = int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+        base, method = reset_cpu_peak()
         forward_backward()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+        peak = cpu_peak(method) - base
     from mmlinear.utils.ext_loader import KERNEL_CALLS
 
     # Which operators ran their kernels: none for a reference, the op's own for its kernel.
-    result = {'peak_bytes': max(peak, 0), 'kernels': sorted(KERNEL_CALLS)}
-    from mmlinear.utils.timing import median_ms
+    result = {'peak_bytes': max(peak, 0), 'mem_method': method, 'kernels': sorted(KERNEL_CALLS)}
     for mode, step in (('fwd', forward), ('fwd_bwd', forward_backward)):
         result[f'{mode}_s'] = median_ms(step, case['warmup'], case['repeats']) / 1e3
     return result
@@ -278,25 +283,15 @@ def reference_skip_reason(op: str, shape: tuple, n: int, limit_gib: float) -> Op
 
 
 def run_case(case: Dict) -> Dict:
-    env = {
-        **os.environ, 'PYTHONPATH':
-        os.pathsep.join(
-            filter(None, [
-                os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                os.getenv('PYTHONPATH')
-            ]))
-    }
-    if case['op'] in MODULE_CASES and case['impl'] == 'reference':
-        env['MMLINEAR_DISABLE_EXT'] = '1'
-    proc = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), '--worker',
-         json.dumps(case)],
-        capture_output=True,
-        text=True,
-        env=env)
-    if proc.returncode != 0:
-        return {'error': proc.stderr.strip().splitlines()[-1] if proc.stderr else 'failed'}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """Measure one case in a fresh process (:func:`run_worker` there); a failed worker gives
+    ``{'error': <the last line of its stderr>}``."""
+    env = {'MMLINEAR_DISABLE_EXT': '1'} \
+        if case['op'] in MODULE_CASES and case['impl'] == 'reference' else None
+    try:
+        return run_in_fresh_process([os.path.abspath(__file__), '--worker'], case, env=env)
+    except WorkerFailed as failure:
+        lines = failure.stderr.strip().splitlines()
+        return {'error': lines[-1] if lines else f'failed (status {failure.returncode})'}
 
 
 def fmt_time(seconds: Optional[float]) -> str:
@@ -373,7 +368,7 @@ def plot(rows: List[Dict], path: str) -> None:
 def main(argv: Optional[List[str]] = None) -> None:
     args = parse_args(argv)
     if args.worker:
-        print(json.dumps(run_worker(json.loads(args.worker))))
+        print_result(run_worker(json.loads(args.worker)))
         return
     cases = []
     for op in args.ops:

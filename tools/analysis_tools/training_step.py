@@ -15,7 +15,7 @@ message naming it: the weights before the step, every loss term, every parameter
 and the weights after the step. An input that holds NaN or inf shows as a non-finite loss.
 
 Memory (CPU): the process's resident-set high-water mark above its RSS after the model and
-optimizer were built (:mod:`mmlinear.apis.benchmark.memory`, as ``benchmark.py`` measures
+optimizer were built (:mod:`mmlinear.utils.peak_memory`, as ``benchmark.py`` measures
 it): the input, the activations kept for the backward pass, the gradients, the optimizer's
 state and every temporary, not the weights. ``--with-cp`` checkpoints each backbone block
 (only the blocks' inputs are kept; each block's forward runs again in the backward pass);

@@ -1,4 +1,5 @@
-"""Measuring one benchmark case, in a fresh Python process per case.
+"""Measuring one benchmark case, in a fresh Python process per case
+(:func:`mmlinear.utils.fresh_process.run_in_fresh_process`, the launcher of every benchmark).
 
 A fresh process per case keeps the peak memory of one case from leaking into the next:
 
@@ -6,7 +7,8 @@ A fresh process per case keeps the peak memory of one case from leaking into the
   resident-set high-water mark (``/proc/self/clear_refs``) and reads its RSS; the reported
   peak is ``VmHWM - RSS`` after the timed runs, i.e. the input, the activations and every
   temporary, but not the weights. Where ``clear_refs`` is unavailable, ``ru_maxrss`` minus the
-  RSS after construction is used (``mem_method`` in the result says which; :mod:`.memory`).
+  RSS after construction is used (``mem_method`` in the result says which;
+  :mod:`mmlinear.utils.peak_memory`).
 - CUDA: ``torch.cuda.max_memory_allocated`` minus the allocation after construction.
 
 The energy of the timed runs (not the warm-up) comes from the hardware's counters where they
@@ -22,7 +24,6 @@ With ``compile`` the same model is then timed again through ``torch.compile(full
 state; the first compiled call (compilation included) is reported apart.
 """
 import json
-import os
 import os.path as osp
 import statistics
 import subprocess
@@ -30,12 +31,11 @@ import sys
 import time
 from typing import Any, Callable, Optional, Tuple
 
+from mmlinear.utils.fresh_process import WorkerFailed, print_result, run_in_fresh_process
+from mmlinear.utils.peak_memory import cpu_peak, is_oom, limit_data_segment, reset_cpu_peak
 from mmlinear.utils.timing import time_ms
 from .cases import OK, image_hw
 from .energy import energy_meter
-from .memory import cpu_peak, is_oom, limit_data_segment, reset_cpu_peak
-
-RESULT_PREFIX = 'BENCHMARK_RESULT '
 
 
 def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
@@ -275,31 +275,18 @@ def launch_case(case: dict, timeout: float) -> dict:
     Raises:
         RuntimeError: If the worker failed otherwise, with the end of its stderr.
     """
-    import mmlinear
-
-    # The worker must measure the same mmlinear as this process, wherever that was found.
-    package_root = osp.dirname(osp.dirname(osp.abspath(mmlinear.__file__)))
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(p for p in (package_root, env.get('PYTHONPATH')) if p)
     code = 'from mmlinear.apis.benchmark.worker import worker_main; worker_main()'
     try:
-        proc = subprocess.run(
-            [sys.executable, '-c', code, json.dumps(case)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env)
+        return run_in_fresh_process(['-c', code], case, timeout)
     except subprocess.TimeoutExpired:
         return dict(status='timeout', note=f'killed after {timeout:.0f} s')
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    if proc.returncode < 0:
-        return dict(status='OOM', note=f'worker killed by signal {-proc.returncode}')
-    raise RuntimeError(f'benchmark worker failed for {case}:\n{proc.stderr[-3000:]}')
+    except WorkerFailed as failure:
+        if failure.returncode < 0:
+            return dict(status='OOM', note=f'worker killed by signal {-failure.returncode}')
+        raise RuntimeError(f'benchmark worker failed for {case}:\n{failure.stderr[-3000:]}')
 
 
 def worker_main() -> None:
     """Entry point of the worker process: the case is the JSON in ``sys.argv[1]``; the result
-    is printed as one ``RESULT_PREFIX`` line."""
-    print(RESULT_PREFIX + json.dumps(run_case(json.loads(sys.argv[1]))), flush=True)
+    is printed by :func:`print_result`."""
+    print_result(run_case(json.loads(sys.argv[1])))

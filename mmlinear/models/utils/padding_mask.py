@@ -4,11 +4,18 @@ Vocabulary used throughout mmlinear: ``padding_mask`` is the (B, H, W) bool pixe
 backbone level; ``token_padding_mask`` the (B, N) bool mask over patch tokens below it; both
 are True on padding.
 """
+import threading
+import weakref
 from typing import Any, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+#: The padded batch a data preprocessor last handed on, per thread: a weak reference to the
+#: tensor its mask is attached to, until a backbone resolves a padding mask (see
+#: :func:`resolve_padding_mask`). Weak, so a batch that no longer exists is never waited for.
+_handoff = threading.local()
 
 
 def pixel_padding_mask(img_shapes: Sequence[Tuple[int, int]],
@@ -107,7 +114,10 @@ def attach_padding_mask(inputs: Tensor, img_shapes: Sequence[Tuple[int, int]]) -
 
     mmdet and mmseg detectors / segmentors call ``backbone(inputs)`` with the tensor only; a
     mask carried by that very tensor object reaches the backbone without changing their code,
-    and cannot be mistaken for another batch's (a new tensor carries no mask).
+    and cannot be mistaken for another batch's (a new tensor carries no mask). An operation
+    that replaces the tensor on the way drops the attribute, so a batch that holds padding
+    is also recorded (per thread, weakly): the next mmlinear backbone to run refuses an input
+    without a mask while that batch still exists (see :func:`resolve_padding_mask`).
 
     Args:
         inputs (Tensor): (B, C, H, W) padded batch.
@@ -116,12 +126,22 @@ def attach_padding_mask(inputs: Tensor, img_shapes: Sequence[Tuple[int, int]]) -
     Returns:
         Tensor: ``inputs``, with ``inputs.padding_mask`` of shape (B, H, W).
     """
-    inputs.padding_mask = pixel_padding_mask(img_shapes, tuple(inputs.shape[-2:]), inputs.device)
+    batch_shape = tuple(inputs.shape[-2:])
+    inputs.padding_mask = pixel_padding_mask(img_shapes, batch_shape, inputs.device)
+    # Decided from the shapes, not the mask, so that a batch on the GPU needs no sync.
+    padded = any(tuple(shape) != batch_shape for shape in img_shapes)
+    _handoff.batch = weakref.ref(inputs) if padded else None
     return inputs
 
 
 def resolve_padding_mask(x: Any, padding_mask: Optional[Tensor]) -> Optional[Tensor]:
     """The padding mask a backbone should use: the argument, else the one attached to ``x``.
+
+    Also closes the hand-off of :func:`attach_padding_mask`: when the batch a data
+    preprocessor padded still exists and ``x`` carries no mask, the mask was dropped on the
+    way (a crop, a resize or a copy of the batch makes a new tensor without the attribute),
+    and the backbone would read padded pixels as image; that is an error, not a silently
+    unmasked result.
 
     Args:
         x (Tensor | array-like): (B, C, H, W) the backbone input (an array read by rows for
@@ -131,9 +151,21 @@ def resolve_padding_mask(x: Any, padding_mask: Optional[Tensor]) -> Optional[Ten
     Returns:
         Tensor | None: (B, H, W) bool.
     """
+    pending = getattr(_handoff, 'batch', None)
+    _handoff.batch = None
     if padding_mask is None:
         padding_mask = getattr(x, 'padding_mask', None)
     if padding_mask is None:
+        padded = None if pending is None else pending()
+        if padded is not None:
+            raise RuntimeError(
+                f'the data preprocessor padded a batch of {padded.shape[0]} images to '
+                f'{tuple(padded.shape[-2:])} and attached its padding mask to the batch tensor '
+                f'(inputs.padding_mask), but the backbone received a tensor without it: '
+                f'something between them replaced the tensor (a crop, a resize, a copy; '
+                f"mmseg's 'slide' test mode crops), which drops the mask, so padded pixels "
+                f'would be read as image. Carry the mask over (y.padding_mask = the mask of '
+                f"y's pixels) or pass it: backbone(y, padding_mask)")
         return None
     expected = (x.shape[0], *x.shape[-2:])
     if not isinstance(padding_mask, Tensor):

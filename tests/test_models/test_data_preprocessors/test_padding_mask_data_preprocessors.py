@@ -5,10 +5,11 @@ import os.path as osp
 import pytest
 import torch
 from conftest import REPO_ROOT
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 from mmengine.registry import init_default_scope
 
 DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
+SMALL, LARGE = (64, 96), (100, 120)
 CASES = {
     'det': ('mmdet', 'mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py'),
     'seg': ('mmseg', 'upernet_infvit-demo-linear_shapes-ade.py'),
@@ -41,19 +42,20 @@ def images(*shapes):
     return [torch.randint(0, 256, (3, *s), generator=generator, dtype=torch.uint8) for s in shapes]
 
 
+def preprocess(model, task, *shapes):
+    """The data preprocessor's batch of ``images(*shapes)`` with their data samples."""
+    return model.data_preprocessor(
+        dict(inputs=images(*shapes), data_samples=[data_sample(task, s) for s in shapes]),
+        training=(task == 'seg'))  # mmseg pads to the crop size only when training
+
+
 @pytest.mark.parametrize('task', sorted(CASES))
 def test_padding_mask_reaches_the_backbone(task):
     torch.manual_seed(0)
     model = build_model(task)
     assert type(model.data_preprocessor).__name__ == ('PaddingMask' + task.capitalize() +
                                                       'DataPreprocessor')
-    small, large = (64, 96), (100, 120)
-    pair = images(small, large)
-    data = model.data_preprocessor(
-        dict(inputs=pair, data_samples=[data_sample(task, small),
-                                        data_sample(task, large)]),
-        training=(task == 'seg'))  # mmseg pads to the crop size only when training
-    inputs = data['inputs']
+    inputs = preprocess(model, task, SMALL, LARGE)['inputs']
     H, W = inputs.shape[-2:]
     # mmdet pads to a multiple of 32 (100 x 120 -> 128 x 128); mmseg to the 128 x 128 crop.
     assert (H, W) == (128, 128)
@@ -62,8 +64,7 @@ def test_padding_mask_reaches_the_backbone(task):
     expected[1, :100, :120] = False
     assert torch.equal(inputs.padding_mask, expected)
 
-    alone = model.data_preprocessor(
-        dict(inputs=pair[:1], data_samples=[data_sample(task, small)]), training=(task == 'seg'))
+    alone = preprocess(model, task, SMALL)  # the same first image
     alone_inputs = alone['inputs'][..., :64, :96]  # mmseg pads the image alone to the crop too
     patch = model.backbone.patch_size
     with torch.no_grad():
@@ -76,3 +77,20 @@ def test_batches_without_samples_pass_through():
     model = build_model('det')
     data = model.data_preprocessor(dict(inputs=images((64, 64))), training=False)
     assert not hasattr(data['inputs'], 'padding_mask')
+
+
+def test_a_detector_whose_batch_is_replaced_before_the_backbone_refuses_it():
+    model = build_model('det')
+    data = preprocess(model, 'det', SMALL, LARGE)
+    channels_last = data['inputs'].contiguous(memory_format=torch.channels_last)
+    with torch.no_grad(), pytest.raises(RuntimeError, match='without it: something between'):
+        model.extract_feat(channels_last)
+
+
+def test_slide_inference_over_a_padded_batch_refuses_it():
+    """mmseg's 'slide' mode crops the batch, and the crops carry no mask."""
+    model = build_model('seg')
+    data = preprocess(model, 'seg', SMALL, LARGE)
+    model.test_cfg = ConfigDict(mode='slide', crop_size=(64, 64), stride=(64, 64))
+    with torch.no_grad(), pytest.raises(RuntimeError, match="'slide' test mode crops"):
+        model.predict(data['inputs'], data['data_samples'])

@@ -104,6 +104,20 @@ def render_rows(image: RasterImage, rows: slice, step: int, scale: float) -> np.
     return np.concatenate(parts)
 
 
+def picture_titles(runs: Dict[str, Dict], height: int, width: int, crop_size: Sequence[int],
+                   stride: Sequence[int]) -> Dict[str, str]:
+    """The picture's column titles: the input, the ground truth, and each run with its mIoU,
+    time and peak memory."""
+    modes = dict(
+        whole='whole (streamed)',
+        slide=f'slide {crop_size[0]}x{crop_size[1]}, stride {stride[0]}x{stride[1]}')
+    titles = {'input': f'input (bands 1-3)\n{height} x {width}', 'labels': 'ground truth\n'}
+    for name, r in runs.items():
+        titles[name] = (f'{modes[name]}\nmIoU {r["mIoU"]:.1f}, {r["seconds"]:.0f} s, '
+                        f'{r["peak_memory_gb"]:.2f} GB')
+    return titles
+
+
 def draw_comparison(path: str, image: RasterImage, maps: Dict[str, np.ndarray], palette: np.ndarray,
                     titles: Dict[str, str], zoom: int) -> None:
     """The picture: the RGB render and each class map, the whole scene (sub-sampled) above
@@ -196,11 +210,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 f'mIoU {runs[name]["mIoU"]:.2f}',
                 flush=True)
     labels_map = labels[0:height][..., 0]
-    modes = dict(whole='whole', slide=f'slide {tuple(args.crop_size)} / {tuple(args.stride)}')
-    titles = {'input': f'input (bands 1-3), {height} x {width}', 'labels': 'ground truth'}
-    for name, r in runs.items():
-        titles[name] = (f'{modes[name]}: mIoU {r["mIoU"]:.1f}, {r["seconds"]:.0f} s, '
-                        f'{r["peak_memory_gb"]:.2f} GB')
+    titles = picture_titles(runs, height, width, args.crop_size, args.stride)
     picture = osp.join(out, 'comparison.png')
     draw_comparison(picture, image, dict(labels=labels_map, **maps),
                     np.asarray(cfg.palette, np.uint8), titles, args.zoom)

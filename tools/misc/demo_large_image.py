@@ -52,6 +52,14 @@ BGR_BANDS = (2, 1, 0)
 RENDER_BLOCK_ROWS = 512
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'must be a positive integer, got {value}')
+    return value
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('scene', help='the scene: an integer-valued GeoTIFF, R, G, B first')
@@ -60,12 +68,16 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--config', default=CONFIG, help='its config')
     parser.add_argument('--work-dir', default='work_dirs/demo_large')
     parser.add_argument(
-        '--crop-size', type=int, nargs=2, default=(128, 128), help="slide mode's crop")
+        '--crop-size', type=positive_int, nargs=2, default=(128, 128), help="slide mode's crop")
     parser.add_argument(
-        '--stride', type=int, nargs=2, default=(85, 85), help="slide mode's step (2/3 crop)")
+        '--stride',
+        type=positive_int,
+        nargs=2,
+        default=(85, 85),
+        help="slide mode's step (2/3 crop)")
     parser.add_argument(
         '--zoom',
-        type=int,
+        type=positive_int,
         default=512,
         help='side of the full-resolution window in the picture (at the scene\'s centre)')
     return parser.parse_args(argv)
@@ -190,25 +202,22 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         flush=True)
     runs: Dict[str, Dict] = {}
     maps: Dict[str, np.ndarray] = {}
-    with warnings.catch_warnings():
-        # The whole run skips nothing here; mmseg's slide mode warns about nothing useful.
-        warnings.simplefilter('ignore')
-        for name, run in (
-            ('whole', lambda: segment_large_image(model, view, progress=True)),
-            ('slide', lambda: segment_slide(model, view, args.crop_size, args.stride)[0]),
-        ):
-            print(f'{name}: segmenting ...', flush=True)
-            class_map, seconds, peak = measure(run)
-            maps[name] = class_map.to(torch.uint8).numpy()
-            runs[name] = dict(
-                seconds=round(seconds, 1),
-                peak_memory_gb=round(peak / GB, 3),
-                **class_map_iou(maps[name], labels, num_classes))
-            write_geotiff(osp.join(out, f'class_map_{name}.tif'), maps[name], image.georeference)
-            print(
-                f'{name}: {seconds:.1f} s, peak memory {peak / GB:.2f} GB, '
-                f'mIoU {runs[name]["mIoU"]:.2f}',
-                flush=True)
+    for name, run in (
+        ('whole', lambda: segment_large_image(model, view, progress=True)),
+        ('slide', lambda: segment_slide(model, view, args.crop_size, args.stride)[0]),
+    ):
+        print(f'{name}: segmenting ...', flush=True)
+        class_map, seconds, peak = measure(run)
+        maps[name] = class_map.to(torch.uint8).numpy()
+        runs[name] = dict(
+            seconds=round(seconds, 1),
+            peak_memory_gb=round(peak / GB, 3),
+            **class_map_iou(maps[name], labels, num_classes))
+        write_geotiff(osp.join(out, f'class_map_{name}.tif'), maps[name], image.georeference)
+        print(
+            f'{name}: {seconds:.1f} s, peak memory {peak / GB:.2f} GB, '
+            f'mIoU {runs[name]["mIoU"]:.2f}',
+            flush=True)
     labels_map = labels[0:height][..., 0]
     titles = picture_titles(runs, height, width, args.crop_size, args.stride)
     picture = osp.join(out, 'comparison.png')

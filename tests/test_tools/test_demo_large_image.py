@@ -127,4 +127,8 @@ def test_a_scene_that_does_not_fit_the_demo_is_refused(demo, make_scene, checkpo
     result = run_tool_main(demo, tmp_path / 'missing.tif', other_labels, '--checkpoint', checkpoint,
                            '--work-dir', work_dir)
     assert result.returncode == 1 and 'no raster file' in result.stderr
+    result = run_tool_main(demo, scene, other_labels, '--checkpoint', checkpoint, '--work-dir',
+                           work_dir, '--stride', '0', '85')
+    assert result.returncode == 2
+    assert 'argument --stride: must be a positive integer, got 0' in result.stderr
     assert not work_dir.exists()

@@ -1,6 +1,6 @@
 """tools/misc/demo_large_image.py on a small generated scene with a randomly initialised demo
 UperNet: both class maps keep the scene's georeference, the figures are those of the written
-maps, and slide mode equals the whole image where one crop covers it."""
+maps, and a scene that does not fit is refused before any work."""
 import json
 import os.path as osp
 import warnings
@@ -20,7 +20,6 @@ from mmlinear.apis import segment_large_image
 from mmlinear.apis.band_view import BandView
 from mmlinear.apis.class_map_iou import class_map_iou
 from mmlinear.apis.rasters import RasterImage
-from mmlinear.apis.slide_segmentation import segment_slide
 
 MISC = osp.join(REPO_ROOT, 'tools', 'misc')
 CONFIG = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')
@@ -97,23 +96,6 @@ def test_the_demo_writes_georeferenced_class_maps_their_miou_and_the_picture(
         np.testing.assert_array_equal(written.read(1), whole.numpy())
     with Image.open(out / 'comparison.png') as picture:
         assert picture.format == 'PNG' and picture.width > picture.height > 300
-
-
-def test_slide_mode_equals_the_whole_image_where_one_crop_covers_it(make_scene, tmp_path):
-    scene, _ = make_scene(tmp_path, 128)
-    _, model = random_upernet()
-    with RasterImage(scene) as image:
-        view = BandView(image, (2, 1, 0), 255 / 65535)
-        whole_map, whole = segment_large_image(model, view, return_logits=True)
-        slide_map, slide = segment_slide(model, view, (128, 128), (85, 85))
-        # With overlapping crops the logits are averages of crops that each see less.
-        _, overlapped = segment_slide(model, view, (96, 96), (32, 32))
-    scale = whole.abs().max().item()
-    torch.testing.assert_close(slide, whole, rtol=0, atol=1e-4 * scale)
-    top2 = whole.topk(2, dim=0).values
-    differ = slide_map != whole_map.long()
-    assert ((top2[0] - top2[1])[differ] < 1e-4 * scale).all()
-    assert (overlapped - whole).abs().max() > 1e-3 * scale
 
 
 def test_a_scene_that_does_not_fit_the_demo_is_refused(demo, make_scene, checkpoint, tmp_path):

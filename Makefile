@@ -3,8 +3,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup data demo test test-all lint format bench-relation ops bench-ops check-cuda-build \
-	gpu-check clean reproduce-demo
+.PHONY: setup data demo demo-large test test-all lint format bench-relation ops bench-ops \
+	check-cuda-build gpu-check clean reproduce-demo
 
 setup:
 	@bash tools/misc/setup_env.sh
@@ -14,6 +14,21 @@ data: setup
 
 demo: data
 	@$(PY) tools/misc/run_demo.py
+
+# A generated LARGE_SCENE x LARGE_SCENE 4-band 16-bit GeoTIFF segmented by the demo UperNet whole
+# (streamed) and with mmseg's slide mode: time, peak memory, mIoU and a picture in
+# work_dirs/demo_large/. The UperNet is the one `make demo` trains; when it is missing,
+# run_demo.py trains it (and the classifier it starts from, if that is missing too).
+LARGE_SCENE ?= 4096
+DEMO_SEG := work_dirs/demo/upernet_infvit-demo-linear_shapes-ade
+
+$(DEMO_SEG)/last_checkpoint: | data
+	@$(PY) tools/misc/run_demo.py --only upernet_infvit-demo-linear_shapes-ade
+
+demo-large: setup $(DEMO_SEG)/last_checkpoint
+	@$(PY) tools/misc/make_tiny_datasets.py --large-scene $(LARGE_SCENE)
+	@$(PY) tools/misc/demo_large_image.py data/shapes_large/scene_$(LARGE_SCENE).tif \
+		data/shapes_large/labels_$(LARGE_SCENE).tif --checkpoint $$(cat $(DEMO_SEG)/last_checkpoint)
 
 # The suite runs in TEST_JOBS processes (pytest-xdist; 1 runs it in this process).
 TEST_JOBS ?= 2

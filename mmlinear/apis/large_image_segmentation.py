@@ -13,6 +13,8 @@ from mmlinear.models.data_preprocessors import NormalizedRows
 from mmlinear.models.segmentors import StreamedSegmentation
 from mmlinear.models.utils import check_choice
 from mmlinear.models.utils.token_stream import BUFFERS, allocate_buffer
+from .ome_tiff import OME_TIFF_SUFFIXES, OmeTiffImage
+from .whole_slide import SLIDE_SUFFIXES, SlideImage
 
 #: Files read lazily by windows through rasterio (GDAL) rather than whole through mmcv.
 RASTER_SUFFIXES = ('.tif', '.tiff', '.vrt', '.img', '.jp2')
@@ -24,20 +26,28 @@ RESIZING_TRANSFORMS = ('Resize', 'RandomResize', 'RandomChoiceResize', 'ResizeTo
 def open_image(source: Union[str, os.PathLike, Any]) -> Any:
     """The (H, W, C) image a path names, or ``source`` itself when it is an array.
 
-    A GeoTIFF / BigTIFF (any of ``RASTER_SUFFIXES``) is opened as a
+    An OME-TIFF (``OME_TIFF_SUFFIXES``: ``.ome.tif`` ...) is opened as an
+    :class:`~mmlinear.apis.ome_tiff.OmeTiffImage` (its channels, read by rows through
+    tifffile), a whole-slide image (``SLIDE_SUFFIXES``: ``.svs``, ``.ndpi`` ...) as a
+    :class:`~mmlinear.apis.whole_slide.SlideImage` (RGB at full resolution, read by rows
+    through OpenSlide), a GeoTIFF / BigTIFF (any other of ``RASTER_SUFFIXES``) as a
     :class:`~mmlinear.apis.rasters.RasterImage` (N bands, read by windows of rows, in the
     file's band order), a ``.npy`` file is memory-mapped (read by rows as needed); any other
     file is read by mmcv as mmseg's ``LoadImageFromFile`` reads it (BGR, whole).
 
     Raises:
         FileNotFoundError: No such file.
-        ValueError: A file mmcv cannot decode.
+        ValueError: A file its reader cannot read, naming it.
     """
     if not isinstance(source, (str, os.PathLike)):
         return source
     path = os.fspath(source)
     if not osp.isfile(path):
         raise FileNotFoundError(f'no image file {path!r}')
+    if path.lower().endswith(OME_TIFF_SUFFIXES):
+        return OmeTiffImage(path)
+    if path.lower().endswith(SLIDE_SUFFIXES):
+        return SlideImage(path)
     if path.lower().endswith(RASTER_SUFFIXES):
         from .rasters import RasterImage
         return RasterImage(path)

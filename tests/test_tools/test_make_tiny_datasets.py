@@ -78,6 +78,8 @@ def test_the_large_scene_is_a_georeferenced_four_band_16_bit_geotiff(tmp_path):
     np.testing.assert_array_equal(bands[3], bands[:3].max(0))
     # The shapes are brighter than every background.
     assert bands[:3, label_map > 0].max(0).min() >= 120 * 257
+    # Written under temporary names, renamed when complete: only the two finished files.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['labels_300.tif', 'scene_300.tif']
     result = subprocess.run([sys.executable, SCRIPT, '--out',
                              str(tmp_path), '--large-scene', '64'],
                             capture_output=True,

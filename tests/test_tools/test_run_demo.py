@@ -167,3 +167,33 @@ def test_the_process_exits_with_status_1_when_a_target_is_missed():
         'demo targets missed: top-1 90.000 < 95; bbox mAP not reported (key coco/bbox_mAP); '
         'segm mAP not reported (key coco/segm_mAP); mIoU not reported (key mIoU); '
         'per-class IoU not reported (no per-class table in the test log)')
+
+
+def test_only_named_models_are_trained_with_the_classifier_when_it_is_missing(tmp_path):
+    classifier, detector, segmenter = run_demo.DEMOS
+    seg_name = osp.basename(run_demo.work_dir_of(segmenter, ''))
+    work_dir = str(tmp_path)
+    assert run_demo.selected_demos(None, work_dir) == (list(run_demo.DEMOS), None)
+    # No classifier checkpoint yet: it is trained first.
+    assert run_demo.selected_demos([seg_name], work_dir) == ([classifier, segmenter], None)
+    # One from an earlier run is reused.
+    classifier_dir = tmp_path / osp.basename(run_demo.work_dir_of(classifier, ''))
+    classifier_dir.mkdir()
+    (classifier_dir / 'last_checkpoint').write_text('w/cls/epoch_20.pth\n')
+    assert run_demo.selected_demos([seg_name], work_dir) == ([segmenter], 'w/cls/epoch_20.pth')
+    cls_name = osp.basename(run_demo.work_dir_of(classifier, ''))
+    assert run_demo.selected_demos([seg_name, cls_name], work_dir) == ([classifier,
+                                                                        segmenter], None)
+
+
+def test_a_run_of_some_models_checks_only_their_targets():
+    segmenter = run_demo.DEMOS[2]
+    seg_metrics = {k: v for k, v in MEASURED.items() if k in ('mIoU', 'mAcc', 'aAcc')}
+    assert run_demo.missed_targets(seg_metrics, [segmenter]) == [
+        'per-class IoU not reported (no per-class table in the test log)'
+    ]
+    assert run_demo.missed_targets(
+        dict(seg_metrics,
+             mIoU=80.0), [run_demo.CLASSIFIER]) == ['top-1 not reported (key accuracy/top1)']
+    with_classes = {k: v for k, v in MEASURED.items() if k == 'mIoU' or k.startswith('IoU.')}
+    assert run_demo.missed_targets(with_classes, [segmenter]) == []

@@ -381,8 +381,11 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
         compress='deflate',
         BIGTIFF='IF_SAFER')
     cells = -(-size // SCENE_SIZE)
-    with rasterio.open(paths[0], 'w', count=4, dtype='uint16', **profile) as image, \
-            rasterio.open(paths[1], 'w', count=1, dtype='uint8', **profile) as labels:
+    # Written under temporary names and renamed when complete: an interrupted run leaves no
+    # file that a later run would take for a finished scene.
+    partial = ['{}.partial{}'.format(*osp.splitext(path)) for path in paths]
+    with rasterio.open(partial[0], 'w', count=4, dtype='uint16', **profile) as image, \
+            rasterio.open(partial[1], 'w', count=1, dtype='uint8', **profile) as labels:
         for row in range(cells):
             rgb = np.zeros((SCENE_SIZE, cells * SCENE_SIZE, 3), np.uint8)
             label_row = np.zeros((SCENE_SIZE, cells * SCENE_SIZE), np.uint8)
@@ -396,6 +399,8 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
             window = rasterio.windows.Window(0, row * SCENE_SIZE, size, height)
             image.write(np.ascontiguousarray(bands), window=window)
             labels.write(label_row[None, :height, :size], window=window)
+    for done, path in zip(partial, paths):
+        os.replace(done, path)
     return paths
 
 

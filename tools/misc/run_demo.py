@@ -11,7 +11,10 @@ table states), the segmenter's per-class IoU from mmseg's test log (every class 
 a model that never predicts one class can still reach a fair mIoU), and the total time; it
 exits non-zero, naming them, when targets are missed.
 Full logs go to ``work_dirs/demo/<task>/``. Run from the repository root after
-``python tools/misc/make_tiny_datasets.py`` (``make demo`` does both).
+``python tools/misc/make_tiny_datasets.py`` (``make demo`` does both). ``--only NAME ...``
+trains only the models named by their configs' names (the classifier too when a fine-tuning
+model is named and the classifier has no checkpoint in its work directory yet), and checks
+only their targets: ``make demo-large`` trains the UperNet it segments with this way.
 """
 import argparse
 import glob
@@ -21,7 +24,7 @@ import os.path as osp
 import subprocess
 import sys
 import time
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -170,22 +173,28 @@ def with_target(key: str, value: float) -> str:
     return f'{value:.3f}' + ('' if minimum is None else f' (target >= {minimum:g})')
 
 
-def missed_targets(metrics: Dict[str, float]) -> List[str]:
-    """The targets that ``metrics`` miss, each as '<name> <value> < <minimum>'.
+def missed_targets(metrics: Dict[str, float], demos: Sequence[Demo] = DEMOS) -> List[str]:
+    """The targets of ``demos`` that ``metrics`` miss, each as '<name> <value> < <minimum>'.
 
     A metric that is absent counts as missed: a run that logged no figure has not shown it. So
-    do metrics without any per-class IoU (``IoU.<class>`` keys), each of which has to reach
-    ``CLASS_IOU_MINIMUM``.
+    do metrics without any per-class IoU (``IoU.<class>`` keys) when one of ``demos`` reports
+    them, each of which has to reach ``CLASS_IOU_MINIMUM``.
+
+    Args:
+        metrics (dict[str, float]): The test metrics of every model the run trained.
+        demos (Sequence[Demo]): The models the run was asked for: only their metrics' targets
+            are checked. Defaults to all of ``DEMOS``.
     """
+    reported = {key for demo in demos for key in demo.metrics}
     missed = []
-    for target in TARGETS:
+    for target in (t for t in TARGETS if t.key in reported):
         value = metrics.get(target.key)
         if value is None:
             missed.append(f'{target.name} not reported (key {target.key})')
         elif not value >= target.minimum:  # NaN misses too
             missed.append(f'{target.name} {value:.3f} < {target.minimum:g}')
     class_iou = {k: v for k, v in metrics.items() if k.startswith(CLASS_IOU_PREFIX)}
-    if not class_iou:
+    if not class_iou and any(demo.reports_class_iou for demo in demos):
         missed.append('per-class IoU not reported (no per-class table in the test log)')
     missed += [
         f'{key} {value:.3f} < {CLASS_IOU_MINIMUM:g}' for key, value in class_iou.items()
@@ -194,8 +203,10 @@ def missed_targets(metrics: Dict[str, float]) -> List[str]:
     return missed
 
 
-def summarise(results: List[Tuple[Demo, Dict[str, float], float]], seconds: float,
-              work_dir: str) -> None:
+def summarise(results: List[Tuple[Demo, Dict[str, float], float]],
+              seconds: float,
+              work_dir: str,
+              demos: Sequence[Demo] = DEMOS) -> None:
     """Print each model's test metrics beside their targets, then check the targets.
 
     Args:
@@ -203,6 +214,8 @@ def summarise(results: List[Tuple[Demo, Dict[str, float], float]], seconds: floa
             the seconds it took.
         seconds (float): The whole run's time.
         work_dir (str): Where the logs and checkpoints are.
+        demos (Sequence[Demo]): The models the run was asked for, whose targets are checked.
+            Defaults to all of ``DEMOS``.
 
     Raises:
         SystemExit: Exit status 1, naming every missed target.
@@ -218,10 +231,36 @@ def summarise(results: List[Tuple[Demo, Dict[str, float], float]], seconds: floa
     print('  ' + ', '.join(f'{t.name} {with_target(t.key, everything[t.key])}'
                            for t in TARGETS if t.key in everything))
     print(f'Total {seconds:.0f} s; logs and checkpoints in {work_dir}/')
-    missed = missed_targets(everything)
+    missed = missed_targets(everything, demos)
     if missed:
         raise SystemExit('demo targets missed: ' + '; '.join(missed))
     print('All demo targets met.')
+
+
+def selected_demos(only: Optional[Sequence[str]],
+                   work_dir: str) -> Tuple[List[Demo], Optional[str]]:
+    """The models to train for ``--only`` and the classifier checkpoint they start from.
+
+    Args:
+        only (Sequence[str], optional): Config names (``work_dir_of``'s folder names) of the
+            models to train; None trains every model of ``DEMOS``.
+        work_dir (str): The demo's work directory (relative to the repository root).
+
+    Returns:
+        tuple[list[Demo], str | None]: The models in ``DEMOS``' order, and the checkpoint
+        that a classifier trained before wrote (its ``last_checkpoint``) when a fine-tuning
+        model is named without the classifier; without one, the classifier is trained first.
+    """
+    if only is None:
+        return list(DEMOS), None
+    demos = [demo for demo in DEMOS if osp.basename(work_dir_of(demo, work_dir)) in only]
+    if CLASSIFIER in demos or not any(demo.fine_tunes_classifier for demo in demos):
+        return demos, None
+    last = osp.join(REPO_ROOT, work_dir_of(CLASSIFIER, work_dir), 'last_checkpoint')
+    if osp.isfile(last):
+        with open(last) as f:
+            return demos, f.read().strip()
+    return [CLASSIFIER] + demos, None
 
 
 def main() -> None:
@@ -230,19 +269,25 @@ def main() -> None:
     parser.add_argument('--quiet', action='store_true', help='hide the training progress lines')
     parser.add_argument(
         '--seed', type=int, help="every model's training seed (default: the configs' seed, 0)")
+    parser.add_argument(
+        '--only',
+        nargs='+',
+        choices=[osp.basename(work_dir_of(demo, '')) for demo in DEMOS],
+        help='train only these models (config names), and the classifier they start from '
+        'when it has no checkpoint yet')
     args = parser.parse_args()
     if not osp.exists(osp.join(REPO_ROOT, 'data/shapes/.complete.json')):
         raise SystemExit('the bundled data is missing: run '
                          'python tools/misc/make_tiny_datasets.py first')
+    demos, classifier_checkpoint = selected_demos(args.only, args.work_dir)
     start = time.time()
-    remaining = sum(d.expected_seconds for d in DEMOS)
+    remaining = sum(d.expected_seconds for d in demos)
     results = []
-    classifier_checkpoint = None
-    for i, demo in enumerate(DEMOS, 1):
+    for i, demo in enumerate(demos, 1):
         elapsed = time.time() - start
         starts_from = ' (from the classifier\'s backbone)' if demo.fine_tunes_classifier else ''
         print(
-            f'[{i}/{len(DEMOS)}] {demo.name}{starts_from}: {demo.config}  '
+            f'[{i}/{len(demos)}] {demo.name}{starts_from}: {demo.config}  '
             f'(elapsed {elapsed:.0f} s, ETA about {remaining:.0f} s)',
             flush=True)
         work_dir = work_dir_of(demo, args.work_dir)
@@ -270,7 +315,7 @@ def main() -> None:
             '    ' + ', '.join(f'{k} = {with_target(k, metrics[k])}'
                                for k in demo.metrics) + f'  ({seconds:.0f} s)',
             flush=True)
-    summarise(results, time.time() - start, args.work_dir)
+    summarise(results, time.time() - start, args.work_dir, demos)
 
 
 if __name__ == '__main__':

@@ -14,7 +14,7 @@ over bands of rows, the input read by rows from the file); ``slide`` is mmseg's
 ``slide_inference`` (crops of the training size with a 2/3 overlap by default, averaged), on
 the whole image normalised in memory as mmseg takes it. For each: the time, the peak memory
 (the resident-set high-water mark above the resident set before the run,
-``mmlinear.apis.benchmark.memory``), and mIoU against the label map (as mmseg's ``IoUMetric``).
+``mmlinear.utils.peak_memory``), and mIoU against the label map (as mmseg's ``IoUMetric``).
 Written to ``<work-dir>/<timestamp>/``: both class maps as GeoTIFFs with the scene's
 georeference, ``summary.json`` and ``comparison.png`` (the input's RGB, the ground truth,
 whole and slide; the whole scene above, a window at full resolution below).
@@ -39,11 +39,11 @@ import torch
 
 from mmlinear.apis import load_config, segment_large_image
 from mmlinear.apis.band_view import BandView
-from mmlinear.apis.benchmark.memory import cpu_peak, reset_cpu_peak
 from mmlinear.apis.class_map_iou import class_map_iou
 from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.apis.slide_segmentation import segment_slide
 from mmlinear.models.utils.stream_memory import GB
+from mmlinear.utils.peak_memory import cpu_peak, reset_cpu_peak
 
 CONFIG = 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py'
 #: The scene's bands the RGB model sees, in the order it was trained on (mmcv's BGR).

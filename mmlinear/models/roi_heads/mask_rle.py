@@ -53,6 +53,68 @@ def region_to_rle(region: np.ndarray, top: int, left: int,
     return rle
 
 
+def rle_counts(counts: str) -> List[int]:
+    """The run lengths of a COCO RLE's compressed ``counts`` (pycocotools' text format: each
+    run in 5-bit groups with a continuation bit, from the third on as the difference to the
+    run two before).
+
+    Args:
+        counts (str): The compressed counts.
+
+    Returns:
+        list[int]: The runs, zeros first.
+    """
+    runs: List[int] = []
+    data = counts.encode('ascii')
+    position = 0
+    while position < len(data):
+        value, shift, more = 0, 0, True
+        while more:
+            group = data[position] - 48
+            value |= (group & 0x1f) << shift
+            more = bool(group & 0x20)
+            position += 1
+            shift += 5
+            if not more and group & 0x10:  # negative: extend the sign
+                value |= -1 << shift
+        if len(runs) > 2:
+            value += runs[-2]
+        runs.append(value)
+    return runs
+
+
+def rle_to_region(rle: Dict[str, object]) -> Tuple[np.ndarray, int, int]:
+    """The smallest region holding every pixel of a COCO RLE mask, decoded from the runs
+    alone (the inverse of :func:`region_to_rle`, never the whole image).
+
+    Args:
+        rle (dict): ``{'size': [H, W], 'counts': str or bytes}``.
+
+    Returns:
+        tuple[np.ndarray, int, int]: The (h, w) bool region, its first row and first column
+        ((0, 0) of an empty (0, 0) region for an empty mask).
+    """
+    height = rle['size'][0]
+    counts = rle['counts']
+    runs = rle_counts(counts.decode('ascii') if isinstance(counts, bytes) else counts)
+    starts = np.cumsum([0] + runs[:-1])
+    segments = []  # (column, first row, stop row) of every run of ones within a column
+    for start, length in zip(starts[1::2].tolist(), runs[1::2]):
+        while length > 0:
+            column, row = divmod(start, height)
+            taken = min(length, height - row)
+            segments.append((column, row, row + taken))
+            start, length = start + taken, length - taken
+    if not segments:
+        return np.zeros((0, 0), dtype=bool), 0, 0
+    columns, firsts, stops = (np.array(values) for values in zip(*segments))
+    top, left = int(firsts.min()), int(columns.min())
+    region = np.zeros((int(stops.max()) - top, int(columns.max()) - left + 1), dtype=bool)
+    for column, first, stop in segments:
+        region[first - top:stop - top, column - left] = True
+    return region, top, left
+
+
 def masks_to_rle(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor, labels: Tensor,
                  image_shape: Tuple[int, int], threshold: float) -> List[Dict[str, object]]:
     """The binary masks mmdet's ``FCNMaskHead.predict_by_feat`` pastes into the image, as RLE.

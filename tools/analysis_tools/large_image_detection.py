@@ -57,7 +57,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--score-thr', type=float, default=0.3, help='detections kept')
     parser.add_argument('--methods', nargs='+', choices=METHODS, default=list(METHODS))
     parser.add_argument('--rpn-nms-pre', type=int, default=20000)
-    parser.add_argument('--rpn-proposals', type=int, default=10000)
+    parser.add_argument('--rpn-proposals', type=int, default=20000)
     parser.add_argument('--max-detections', type=int, default=5000)
     parser.add_argument(
         '--work-dir', default='work_dirs/bench/large_image_detection', help='output folder')

@@ -81,8 +81,14 @@ def test_score_threshold_and_disk_buffers_keep_the_detections():
     assert (kept.scores >= threshold).all()
 
 
-def test_memory_limit_is_refused_before_any_work():
+def test_memory_limit_picks_bands_or_refuses_before_any_work():
     model = demo_detector('infvit')
+    image = scene(64, 96, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        limited = detect_large_image(model, image, mem_limit_gb=1.0).pred_instances
+        free = detect_large_image(model, image).pred_instances
+    assert len(free) and torch.equal(limited.bboxes, free.bboxes)
     calls = []
     model.backbone.register_forward_pre_hook(lambda *args: calls.append(args))
     with pytest.raises(ValueError, match=r'streamed detection needs \d+\.\d+ GB .*limit 1e-06 GB'):

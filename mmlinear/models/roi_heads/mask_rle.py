@@ -138,7 +138,8 @@ def masks_to_rle(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor,
     from mmdet.models.roi_heads.mask_heads.fcn_mask_head import _do_paste_mask
     probabilities = mask_preds.sigmoid()
     if not mask_head.class_agnostic:
-        probabilities = probabilities[torch.arange(len(labels)), labels][:, None]
+        probabilities = probabilities[torch.arange(len(labels), device=labels.device), labels][:,
+                                                                                               None]
     height, width = image_shape
     rles = []
     for index in range(len(bboxes)):

@@ -123,6 +123,13 @@ def test_unsupported_detectors_are_refused():
             match='two-stage detector with an RPNHead and a '
             r'StandardRoIHead .*got RetinaNet'):
         detect_large_image(demo_detector(None, retina), scene(64, 64))
+    # Subclasses of the RoI head or the mask head predict otherwise (PointRend, ...).
+    for part in ('roi_head', 'roi_head.mask_head'):
+        model = demo_detector('infvit')
+        module = model.get_submodule(part)
+        module.__class__ = type('Refined', (type(module), ), {})
+        with pytest.raises(TypeError, match='streamed detection .*got .*Refined'):
+            detect_large_image(model, scene(64, 64))
     # Mask R-CNN on a ResNet (mmdet's own config, no pretrained weights).
     resnet = get_config('mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py')
     resnet.model.backbone.depth = 18

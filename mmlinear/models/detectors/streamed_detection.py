@@ -1,6 +1,6 @@
 """Whole-image instance detection over bands of rows: a streamed backbone, the neck band by
 band into a pyramid, the RPN over bands of each level, RoI heads on the merged proposals."""
-from typing import Any, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from mmengine.structures import InstanceData
@@ -73,20 +73,31 @@ class StreamedDetection:
     """
 
     def __init__(self, detector: nn.Module) -> None:
-        from mmdet.models.roi_heads import StandardRoIHead
+        from mmdet.models.roi_heads import FCNMaskHead, SingleRoIExtractor, StandardRoIHead
         self.backbone, self.neck = streamed_parts(detector, 'detection')
         rpn_head = getattr(detector, 'rpn_head', None)
         roi_head = getattr(detector, 'roi_head', None)
-        if rpn_head is None or not isinstance(roi_head, StandardRoIHead):
+        # Exact types: a subclass (PointRend's RoI head, another mask head) predicts otherwise.
+        if rpn_head is None or type(roi_head) is not StandardRoIHead:
             raise TypeError(f'streamed detection needs a two-stage detector with an RPNHead and '
                             f'a StandardRoIHead (Mask R-CNN, Faster R-CNN), got '
-                            f'{type(detector).__name__}')
+                            f'{type(detector).__name__} with {type(roi_head).__name__}')
         check_rpn_head(rpn_head)
         if not self.neck.out_convs:
             raise TypeError('streamed detection needs a SimpleFeaturePyramid with '
                             'out_channels (every level as wide as the heads read)')
         if roi_head.with_shared_head:
             raise TypeError('streamed detection does not run RoI heads with a shared head')
+        extractors = [roi_head.bbox_roi_extractor]
+        if roi_head.with_mask:
+            extractors.append(roi_head.mask_roi_extractor)
+            if type(roi_head.mask_head) is not FCNMaskHead:
+                raise TypeError(f'streamed detection pastes masks of an FCNMaskHead, got '
+                                f'{type(roi_head.mask_head).__name__}')
+        for extractor in extractors:
+            if type(extractor) is not SingleRoIExtractor:
+                raise TypeError(f'streamed detection reads RoI features as a '
+                                f'SingleRoIExtractor, got {type(extractor).__name__}')
         self.detector, self.rpn_head, self.roi_head = detector, rpn_head, roi_head
 
     @property
@@ -312,8 +323,8 @@ class StreamedDetection:
                 bar.advance()
         return levels
 
-    def _boxes(self, proposals: InstanceData, read_level, shapes, head_rows: int,
-               img_meta: dict) -> InstanceData:
+    def _boxes(self, proposals: InstanceData, read_level: Callable[[int, Span], Tensor],
+               shapes: Sequence[Tuple[int, int]], head_rows: int, img_meta: dict) -> InstanceData:
         """``roi_head.predict_bbox`` on the merged proposals, features read by row spans."""
         from mmdet.models.utils import empty_instances
         from mmdet.structures.bbox import bbox2roi
@@ -336,8 +347,9 @@ class StreamedDetection:
             rcnn_test_cfg=self.roi_head.test_cfg,
             rescale=False)[0]
 
-    def _masks(self, results: InstanceData, read_level, shapes, head_rows: int,
-               image_shape: Tuple[int, int]) -> list:
+    def _masks(self, results: InstanceData, read_level: Callable[[int, Span], Tensor],
+               shapes: Sequence[Tuple[int, int]], head_rows: int, image_shape: Tuple[int,
+                                                                                     int]) -> list:
         """The detections' masks as RLE (``roi_head.predict_mask``, pasted box by box)."""
         from mmdet.structures.bbox import bbox2roi
         if not len(results):

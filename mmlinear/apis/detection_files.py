@@ -71,7 +71,7 @@ def mask_polygons(rle: Dict[str, Any], transform: Any) -> Optional[Dict[str, Any
         geometry['coordinates'] for geometry, _ in shapes(
             region.astype(np.uint8),
             mask=region,
-            transform=transform * Affine.translation(left, top))
+            transform=transform @ Affine.translation(left, top))
     ]
     return dict(type='MultiPolygon', coordinates=polygons)
 
@@ -104,7 +104,7 @@ def geojson_detections(instances: Any, classes: Sequence[str],
     for index, (box, score, label) in enumerate(
             zip(instances.bboxes.tolist(), instances.scores.tolist(), instances.labels.tolist())):
         x1, y1, x2, y2 = box
-        corners = [list(transform * point) for point in ((x1, y1), (x2, y1), (x2, y2), (x1, y2))]
+        corners = [list(transform @ point) for point in ((x1, y1), (x2, y1), (x2, y2), (x1, y2))]
         if masks is not None:
             geometry = mask_polygons(masks[index], transform)
         else:

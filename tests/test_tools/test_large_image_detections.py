@@ -25,7 +25,7 @@ from mmlinear.apis.rasters import RasterImage
 CONFIG = osp.join(REPO_ROOT, 'configs', 'demo',
                   'mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py')
 # UTM metres, 0.5 m pixels, and a rotation, so that x and y of a corner both move with both.
-TRANSFORM = from_origin(500000.0, 4100000.0, 0.5, 0.5) * rasterio.Affine.rotation(10)
+TRANSFORM = from_origin(500000.0, 4100000.0, 0.5, 0.5) @ rasterio.Affine.rotation(10)
 CLASSES = ('circle', 'square', 'triangle')
 
 
@@ -98,14 +98,14 @@ def test_a_geotiff_in_gives_coco_json_and_geojson_in_map_coordinates(tool, check
     assert len(features) == len(expected)
     for feature, box, rle in zip(features, expected.bboxes.tolist(), expected.masks):
         x1, y1, x2, y2 = box
-        corners = [TRANSFORM * point for point in ((x1, y1), (x2, y1), (x2, y2), (x1, y2))]
+        corners = [TRANSFORM @ point for point in ((x1, y1), (x2, y1), (x2, y2), (x1, y2))]
         np.testing.assert_allclose(feature['properties']['box_corners'], corners, rtol=1e-12)
         assert feature['properties']['class'] == CLASSES[feature['properties']['label']]
         pixels = int(mask_util.area(rle))
         if pixels:
             assert shape(feature['geometry']).area == pytest.approx(pixels * 0.25, rel=1e-9)
             outline = shape(feature['geometry'])
-            centre = TRANSFORM * ((x1 + x2) / 2, (y1 + y2) / 2)
+            centre = TRANSFORM @ ((x1 + x2) / 2, (y1 + y2) / 2)
             assert outline.distance(shape(dict(type='Point', coordinates=centre))) < 50
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['task'] == 'detection' and summary['georeferenced']

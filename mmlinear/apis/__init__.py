@@ -1,7 +1,7 @@
 """What the tools share: building models by name, reading images, counting FLOPs, setting up
 runs and running a config's test loop, converting ViT checkpoints to InfViT, running one image
-through a trained model, segmenting a whole image of any size (where mmseg is installed), and (in
-:mod:`mmlinear.apis.benchmark`) measuring speed and memory.
+through a trained model, segmenting and detecting on a whole image of any size (where mmseg and
+mmdet are installed), and (in :mod:`mmlinear.apis.benchmark`) measuring speed and memory.
 
 This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the scripts in
 ``tools/`` import it, and nothing below it may.
@@ -35,3 +35,6 @@ __all__ = [
 if importlib.util.find_spec('mmseg') is not None:
     from .large_image_segmentation import segment_large_image  # noqa: F401
     __all__.append('segment_large_image')
+if importlib.util.find_spec('mmdet') is not None and importlib.util.find_spec('mmseg'):
+    from .large_image_detection import detect_large_image  # noqa: F401
+    __all__.append('detect_large_image')

@@ -1,9 +1,11 @@
-"""Segment one large image whole with an mmseg model: a raster file in, a class-map GeoTIFF out.
+"""Segment or detect on one large image whole: a raster file in, a class-map GeoTIFF or
+detections (COCO JSON, GeoJSON) out.
 
 The image is read by windows of rows (GeoTIFF / BigTIFF with N bands of 8-bit, 16-bit or
-float data, through rasterio; a ``.npy`` memory-mapped; other images through mmcv), the model
-sees it whole at its own resolution (``mmlinear.apis.segment_large_image``: the backbone
-streamed, the decode head over bands of rows), and ``OUT`` receives:
+float data, through rasterio; a ``.npy`` memory-mapped; other images through mmcv), and the
+model sees it whole at its own resolution, its backbone streamed. With an mmseg segmentor
+config (``mmlinear.apis.segment_large_image``: the decode head over bands of rows) ``OUT``
+receives:
 
 - ``class_map.tif``: the (H, W) classes as a tiled GeoTIFF with the source's georeference
   (a source without one gives a warning and an output without one);
@@ -11,6 +13,16 @@ streamed, the decode head over bands of rows), and ``OUT`` receives:
   band per class;
 - ``summary.json``: the image, the predicted and measured peak memory, the time and the
   pixels per class.
+
+With an mmdet two-stage detector config (Mask R-CNN; ``mmlinear.apis.detect_large_image``: the
+RPN and RoI heads over bands of the pyramid, one NMS over the image) ``OUT`` receives:
+
+- ``detections.json``: COCO JSON (one image, the categories, an annotation per detection
+  with its box, score and RLE mask in whole-image coordinates);
+- ``detections.geojson``: a FeatureCollection, one feature per detection, its mask outline
+  and box corners in the raster's map coordinates (its CRS named) where it is
+  georeferenced, else in pixel coordinates (column, row) with a warning;
+- ``summary.json``: as above, with the detections per class instead of pixels.
 
 The predicted memory is printed before any work; a ``--mem-limit-gb`` that cannot be met is
 refused then. Existing outputs are refused without ``--force``; outputs are written to
@@ -20,6 +32,9 @@ Example (after ``make demo``):
     cfg=upernet_infvit-demo-linear_shapes-ade
     python tools/inference/large_image.py scene.tif configs/demo/$cfg.py \\
         $(cat work_dirs/demo/$cfg/last_checkpoint) --out work_dirs/large_image --mem-limit-gb 4
+    cfg=mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco
+    python tools/inference/large_image.py scene.tif configs/demo/$cfg.py \\
+        $(cat work_dirs/demo/$cfg/last_checkpoint) --out work_dirs/large_image_det
 """
 import argparse
 import json
@@ -29,24 +44,35 @@ import resource
 import sys
 import time
 import warnings
-from typing import List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from mmengine.config import DictAction
 
-from mmlinear.apis import load_config, segment_large_image
+from mmlinear.apis import detect_large_image, load_config, segment_large_image
+from mmlinear.apis.detection_files import coco_detections, geojson_detections
 from mmlinear.apis.large_image_segmentation import open_image, output_bytes
 from mmlinear.apis.rasters import RasterImage, write_geotiff
+from mmlinear.models.detectors import StreamedDetection
 from mmlinear.models.segmentors import StreamedSegmentation
 from mmlinear.models.utils.stream_memory import GB
 from mmlinear.models.utils.token_stream import BUFFERS
 from mmlinear.utils.atomic_checkpoint import write_file_atomic
 
+#: The outputs of each task, in the order they are written (the summary last).
+OUTPUTS = {
+    'segmentation': ['class_map.tif', 'summary.json'],
+    'detection': ['detections.json', 'detections.geojson', 'summary.json'],
+}
+
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('image', help='the image: a GeoTIFF / BigTIFF, a .npy or an image file')
-    parser.add_argument('config', help='config of an mmseg segmentor (UPerHead, mmlinear backbone)')
+    parser.add_argument(
+        'config',
+        help='config of an mmseg segmentor (UPerHead) or an mmdet two-stage detector (Mask '
+        'R-CNN), with an mmlinear backbone and the simple pyramid neck')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--out', required=True, help='folder of the outputs')
     parser.add_argument(
@@ -56,26 +82,44 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'none does)')
     parser.add_argument('--force', action='store_true', help='replace existing outputs')
     parser.add_argument(
-        '--probabilities', action='store_true', help='also write the class probabilities')
+        '--probabilities',
+        action='store_true',
+        help='also write the class probabilities (segmentation)')
+    parser.add_argument(
+        '--score-thr',
+        type=float,
+        default=0.05,
+        help='keep detections scoring at least this (detection; default 0.05)')
     parser.add_argument(
         '--buffer',
         default='memory',
         choices=BUFFERS,
-        help="where the backbone's stream and the outputs live ('disk': mapped temporary files)")
+        help="where the backbone's stream, the pyramid and the outputs live ('disk': mapped "
+        'temporary files)')
     parser.add_argument('--device', default='cuda:0' if torch.cuda.is_available() else 'cpu')
     parser.add_argument(
         '--cfg-options', nargs='+', action=DictAction, help='override config settings')
     return parser.parse_args(argv)
 
 
-def planned_outputs(args: argparse.Namespace) -> List[str]:
-    names = ['class_map.tif', 'summary.json']
-    if args.probabilities:
+def config_task(model_cfg: Any) -> Optional[str]:
+    """'segmentation' for a segmentor's model config (a decode head), 'detection' for a
+    two-stage detector's (RoI heads), else None."""
+    if 'decode_head' in model_cfg:
+        return 'segmentation'
+    if 'roi_head' in model_cfg:
+        return 'detection'
+    return None
+
+
+def planned_outputs(args: argparse.Namespace, task: str) -> List[str]:
+    names = list(OUTPUTS[task])
+    if task == 'segmentation' and args.probabilities:
         names.insert(1, 'probabilities.tif')
     return [osp.join(args.out, name) for name in names]
 
 
-def write_atomically(path: str, write) -> None:
+def write_atomically(path: str, write: Callable[[str], None]) -> None:
     """``write(temporary_path)``, then rename over ``path``: never a half-written output."""
     base, extension = osp.splitext(path)
     partial = f'{base}.partial{extension}'
@@ -87,39 +131,28 @@ def write_atomically(path: str, write) -> None:
             os.remove(partial)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    args = parse_args(argv)
-    outputs = planned_outputs(args)
-    existing = [path for path in outputs if osp.exists(path)]
-    if existing and not args.force:
-        sys.exit(f'outputs exist: {", ".join(existing)}; use --force to replace them')
-    from mmseg.apis import init_model
-    try:
-        image = open_image(args.image)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(str(error))
-    georeference = image.georeference if isinstance(image, RasterImage) else None
-    if georeference is None:
-        warnings.warn(f'{args.image} has no georeference: the outputs are written without one')
-    cfg = load_config(args.config, args.cfg_options)
-    if 'decode_head' not in cfg.model:
-        sys.exit(f'{args.config} is not a segmentor config (its model has no decode_head); '
-                 f'large images are segmented with an mmseg UperNet')
-    model = init_model(cfg, args.checkpoint, device=args.device)
+def write_json(path: str, data: Any) -> None:
+    write_file_atomic(path, json.dumps(data).encode())
+
+
+def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georeference: Any,
+            outputs: List[str]) -> Tuple[Any, Dict[str, Any]]:
+    """Segment the image and write the class map (and probabilities).
+
+    Returns:
+        tuple: The predicted memory and what the summary adds.
+    """
     streamed = StreamedSegmentation(model)
     height, width = image.shape[:2]
     shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
     on_heap = output_bytes(streamed.num_classes, height, width,
                            args.probabilities) if args.buffer == 'memory' else 0
-    try:
-        chunk_rows, head_rows = streamed.pick_rows(
-            shape,
-            mem_limit_gb=args.mem_limit_gb,
-            buffer=args.buffer,
-            input_in_memory=False,
-            output_bytes=on_heap)
-    except ValueError as error:
-        sys.exit(str(error))
+    chunk_rows, head_rows = streamed.pick_rows(
+        shape,
+        mem_limit_gb=args.mem_limit_gb,
+        buffer=args.buffer,
+        input_in_memory=False,
+        output_bytes=on_heap)
     predicted = streamed.predict_memory(
         shape,
         chunk_rows=chunk_rows,
@@ -127,23 +160,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         buffer=args.buffer,
         input_in_memory=False,
         output_bytes=on_heap)
-    print(
-        f'{args.image}: {height} x {width}, {shape[1]} bands ({image.dtype}); predicted peak '
-        f'{predicted.describe()}',
-        flush=True)
-    start = time.perf_counter()
-    try:
-        result = segment_large_image(
-            model,
-            image,
-            return_logits=args.probabilities,
-            chunk_rows=chunk_rows,
-            head_rows=head_rows,
-            buffer=args.buffer,
-            progress=True)
-    except ValueError as error:
-        sys.exit(str(error))
-    seconds = time.perf_counter() - start
+    announce(args, image, shape, predicted)
+    result = segment_large_image(
+        model,
+        image,
+        return_logits=args.probabilities,
+        chunk_rows=chunk_rows,
+        head_rows=head_rows,
+        buffer=args.buffer,
+        progress=True)
     class_map, logits = result if args.probabilities else (result, None)
     os.makedirs(args.out, exist_ok=True)
     write_atomically(outputs[0], lambda path: write_geotiff(path, class_map, georeference))
@@ -153,23 +178,111 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             block.copy_(block.softmax(0))
         write_atomically(outputs[1], lambda path: write_geotiff(path, logits, georeference))
     counts = torch.bincount(class_map.flatten().long(), minlength=streamed.num_classes)
+    return predicted, dict(
+        chunk_rows=chunk_rows, head_rows=head_rows, pixels_per_class=counts.tolist())
+
+
+def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georeference: Any,
+           outputs: List[str]) -> Tuple[Any, Dict[str, Any]]:
+    """Detect on the image and write the detections as COCO JSON and GeoJSON.
+
+    Returns:
+        tuple: The predicted memory and what the summary adds.
+    """
+    streamed = StreamedDetection(model)
+    height, width = image.shape[:2]
+    shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
+    chunk_rows, head_rows = streamed.pick_rows(
+        shape, mem_limit_gb=args.mem_limit_gb, buffer=args.buffer, input_in_memory=False)
+    predicted = streamed.predict_memory(
+        shape,
+        chunk_rows=chunk_rows,
+        head_rows=head_rows,
+        buffer=args.buffer,
+        input_in_memory=False)
+    announce(args, image, shape, predicted)
+    instances = detect_large_image(
+        model,
+        image,
+        score_thr=args.score_thr,
+        chunk_rows=chunk_rows,
+        head_rows=head_rows,
+        buffer=args.buffer,
+        progress=True).pred_instances.cpu()
+    classes = list(model.dataset_meta.get('classes', ())) if model.dataset_meta else []
+    os.makedirs(args.out, exist_ok=True)
+    write_json(outputs[0],
+               coco_detections(instances, classes, osp.basename(args.image), height, width))
+    write_json(outputs[1], geojson_detections(instances, classes, georeference))
+    counts = torch.bincount(instances.labels, minlength=len(classes))
+    return predicted, dict(
+        chunk_rows=chunk_rows,
+        head_rows=head_rows,
+        score_thr=args.score_thr,
+        detections_per_class=counts.tolist())
+
+
+def announce(args: argparse.Namespace, image: Any, shape: Sequence[int], predicted: Any) -> None:
+    """Print the image and the predicted peak memory, before any work."""
+    print(
+        f'{args.image}: {shape[2]} x {shape[3]}, {shape[1]} bands ({image.dtype}); predicted '
+        f'peak {predicted.describe()}',
+        flush=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    cfg = load_config(args.config, args.cfg_options)
+    task = config_task(cfg.model)
+    if task is None:
+        sys.exit(f'{args.config} is neither a segmentor config (its model has no decode_head) '
+                 f'nor a two-stage detector config (no roi_head); large images are segmented '
+                 f'with an mmseg UperNet or detected with an mmdet Mask R-CNN')
+    outputs = planned_outputs(args, task)
+    existing = [path for path in outputs if osp.exists(path)]
+    if existing and not args.force:
+        sys.exit(f'outputs exist: {", ".join(existing)}; use --force to replace them')
+    try:
+        image = open_image(args.image)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(str(error))
+    georeference = image.georeference if isinstance(image, RasterImage) else None
+    if georeference is None:
+        coordinates = ' (detections in pixel coordinates)' if task == 'detection' else ''
+        warnings.warn(f'{args.image} has no georeference: the outputs are written without '
+                      f'one{coordinates}')
+    if task == 'segmentation':
+        from mmseg.apis import init_model
+    else:
+        from mmdet.apis import init_detector as init_model
+    model = init_model(cfg, args.checkpoint, device=args.device)
+    run = segment if task == 'segmentation' else detect
+    start = time.perf_counter()
+    try:
+        predicted, results = run(args, model, image, georeference, outputs)
+    except ValueError as error:
+        sys.exit(str(error))
+    seconds = time.perf_counter() - start
     summary = dict(
         image=args.image,
-        shape=[height, width, shape[1]],
+        shape=[
+            int(image.shape[0]),
+            int(image.shape[1]),
+            int(image.shape[2]) if len(image.shape) == 3 else 1
+        ],
         dtype=str(image.dtype),
         georeferenced=georeference is not None,
         config=args.config,
         checkpoint=args.checkpoint,
+        task=task,
         seconds=round(seconds, 2),
         predicted_peak_gb=round(predicted.total_bytes / GB, 3),
         peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB, 3),
-        chunk_rows=chunk_rows,
-        head_rows=head_rows,
-        pixels_per_class=counts.tolist(),
+        **results,
         outputs=outputs)
-
     write_file_atomic(outputs[-1], json.dumps(summary, indent=2).encode())
-    print(f'segmented in {seconds:.1f} s; wrote {", ".join(outputs)}')
+    verb = 'segmented' if task == 'segmentation' else 'detected'
+    print(f'{verb} in {seconds:.1f} s; wrote {", ".join(outputs)}')
 
 
 if __name__ == '__main__':

@@ -22,7 +22,7 @@ class NormalizedRows:
         source (array-like): (H, W, C) or (H, W) image, any numeric dtype, sliced by rows as
             ``source[start:stop]``.
         data_preprocessor (nn.Module): The model's data preprocessor (its ``mean``, ``std``,
-            ``channel_conversion`` and ``_enable_normalize``).
+            ``channel_conversion`` or ``_channel_conversion`` and ``_enable_normalize``).
     """
 
     dtype = np.dtype(np.float32)
@@ -31,7 +31,11 @@ class NormalizedRows:
         self.source = source
         self.shape = self.batch_shape(source)
         channels = self.shape[1]
-        self.channel_conversion = bool(getattr(data_preprocessor, 'channel_conversion', False))
+        # mmseg's preprocessor names it channel_conversion, mmengine's (and mmdet's)
+        # _channel_conversion.
+        self.channel_conversion = bool(
+            getattr(data_preprocessor, 'channel_conversion',
+                    getattr(data_preprocessor, '_channel_conversion', False)))
         if self.channel_conversion and channels != 3:
             raise ValueError(f'the data preprocessor converts BGR to RGB, which needs 3 '
                              f'channels; the image has {channels}')

@@ -5,14 +5,13 @@ from typing import Any, Iterator, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from ..backbones.base_plain_backbone import BasePlainBackbone
 from ..decode_heads.uper_head_bands import UPerHeadBands, check_uper_head
-from ..necks import SimpleFeaturePyramid
 from ..utils import check_choice
 from ..utils.band_progress import BandProgress
 from ..utils.band_resize import Span, resize_band, source_span
 from ..utils.stream_memory import GB, StreamedMemory
-from ..utils.token_stream import BUFFERS, check_chunk_rows, row_bands
+from ..utils.streamed_parts import streamed_parts
+from ..utils.token_stream import BUFFERS, check_chunk_rows, check_head_rows, row_bands
 
 
 class StreamedSegmentationMemory(NamedTuple):
@@ -65,17 +64,7 @@ class StreamedSegmentation:
     """
 
     def __init__(self, segmentor: nn.Module) -> None:
-        backbone = segmentor.backbone
-        if not isinstance(backbone, BasePlainBackbone) or backbone.out_type != 'featmap':
-            got = type(backbone).__name__
-            if isinstance(backbone, BasePlainBackbone):
-                got += f' with out_type={backbone.out_type!r}'
-            raise TypeError(f"streamed segmentation needs an mmlinear backbone with "
-                            f"out_type='featmap' (InfViT, WeightFormer, VECA), got {got}")
-        neck = getattr(segmentor, 'neck', None)
-        if not isinstance(neck, SimpleFeaturePyramid):
-            raise TypeError(f'streamed segmentation needs the mmlinear SimpleFeaturePyramid '
-                            f'neck, got {type(neck).__name__}')
+        backbone, neck = streamed_parts(segmentor, 'segmentation')
         self.segmentor = segmentor
         self.backbone, self.neck, self.decode_head = backbone, neck, segmentor.decode_head
         check_uper_head(self.decode_head)
@@ -292,10 +281,3 @@ class StreamedSegmentation:
                     yield rows, resize_band(logits, finest_rows[0], rows, finest[0],
                                             (shape[2], shape[3]), align)
                     bar.advance()
-
-
-def check_head_rows(head_rows: int) -> None:
-    """Raise a ValueError unless ``head_rows`` is an integer >= 1."""
-    if isinstance(head_rows, bool) or not isinstance(head_rows, int) or head_rows < 1:
-        raise ValueError(f"head_rows must be an integer >= 1 (rows of the head's finest level "
-                         f'per band), got {head_rows!r}')

@@ -54,6 +54,14 @@ def check_chunk_rows(chunk_rows: int) -> None:
                          f'{chunk_rows!r}')
 
 
+def check_head_rows(head_rows: int) -> None:
+    """Raise a ValueError unless ``head_rows`` (rows of a head's level per band, after the
+    backbone has streamed) is an integer >= 1."""
+    if isinstance(head_rows, bool) or not isinstance(head_rows, int) or head_rows < 1:
+        raise ValueError(f"head_rows must be an integer >= 1 (rows of the head's level per "
+                         f'band), got {head_rows!r}')
+
+
 def row_bands(num_rows: int, chunk_rows: int, align: int = 1) -> List[Tuple[int, int]]:
     """Split the rows [0, num_rows) into consecutive bands.
 

@@ -1,0 +1,85 @@
+"""A large generated scene of many shapes, with its ground truth, for comparing whole-image
+detection with detection on slices."""
+import math
+from typing import Dict, List, NamedTuple, Tuple
+
+import numpy as np
+
+#: The demo detector's classes (the shapes of the demo datasets), and their rotation that
+#: stands them upright as the demo data draws them (squares axis-aligned, triangles up).
+SHAPE_CLASSES = ('circle', 'square', 'triangle')
+UPRIGHT = {'circle': 0., 'square': math.pi / 4, 'triangle': -math.pi / 2}
+SIDES = {'circle': 32, 'square': 4, 'triangle': 3}
+
+
+class ShapeScene(NamedTuple):
+    """A scene and its ground truth.
+
+    Attributes:
+        image (np.ndarray): (H, W, 3) uint8 RGB.
+        boxes (np.ndarray): (N, 4) float64 boxes x1, y1, x2, y2 of the shapes.
+        labels (np.ndarray): (N,) int64 indices into :data:`SHAPE_CLASSES`.
+    """
+    image: np.ndarray
+    boxes: np.ndarray
+    labels: np.ndarray
+
+
+def shape_scene(size: int,
+                seed: int = 0,
+                radius_range: Tuple[float, float] = (12, 30),
+                shapes_per_cell: float = 2.0,
+                cell: int = 128) -> ShapeScene:
+    """A ``size`` x ``size`` scene drawn as the demo detector's training scenes are drawn,
+    at their scale: upright circles, squares and triangles of circumradius ``radius_range``
+    in bright colours (120-255 per channel) on a dark noisy background (a random colour of
+    0-89 per ``cell`` x ``cell`` block, +-12 of pixel noise), never overlapping, placed
+    anywhere (so that many cross the borders of any grid of tiles), about
+    ``shapes_per_cell`` per block as in the 128 x 128 training scenes (1-3 each).
+
+    Args:
+        size (int): Side in pixels.
+        seed (int): Random seed. Defaults to 0.
+        radius_range (tuple[float, float]): Circumradii in pixels. Defaults to (12, 30).
+        shapes_per_cell (float): Shapes per ``cell`` x ``cell`` block on average.
+        cell (int): The block of one background colour. Defaults to 128.
+
+    Returns:
+        ShapeScene: The image and its boxes and labels.
+    """
+    from PIL import Image, ImageDraw
+    rng = np.random.default_rng(seed)
+    blocks = -(-size // cell)
+    background = np.repeat(np.repeat(rng.integers(0, 90, (blocks, blocks, 3)), cell, 0), cell,
+                           1)[:size, :size]
+    noise = rng.integers(-12, 13, (size, size, 3))
+    canvas = Image.fromarray(np.clip(background + noise, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(canvas)
+    wanted = int(round(shapes_per_cell * size * size / cell**2))
+    grid: Dict[Tuple[int, int], List[Tuple[float, float, float]]] = {}
+    spacing = 2 * radius_range[1] + 2  # a grid of this pitch finds every possible overlap
+    boxes, labels = [], []
+    for _ in range(wanted * 20):  # tries; a crowded scene takes fewer than asked
+        if len(boxes) == wanted:
+            break
+        radius = rng.uniform(*radius_range)
+        cx, cy = rng.uniform(radius, size - radius, 2)
+        key = (int(cx // spacing), int(cy // spacing))
+        near = [
+            placed for dx in (-1, 0, 1) for dy in (-1, 0, 1)
+            for placed in grid.get((key[0] + dx, key[1] + dy), [])
+        ]
+        if any(math.hypot(cx - x, cy - y) <= radius + r + 2 for x, y, r in near):
+            continue
+        grid.setdefault(key, []).append((cx, cy, radius))
+        label = int(rng.integers(len(SHAPE_CLASSES)))
+        kind = SHAPE_CLASSES[label]
+        angles = UPRIGHT[kind] + 2 * math.pi * np.arange(SIDES[kind]) / SIDES[kind]
+        points = np.stack([cx + radius * np.cos(angles), cy + radius * np.sin(angles)], 1)
+        draw.polygon([tuple(p) for p in points.tolist()],
+                     fill=tuple(int(c) for c in rng.integers(120, 256, 3)))
+        boxes.append([*points.min(0).clip(0, size), *points.max(0).clip(0, size)])
+        labels.append(label)
+    return ShapeScene(
+        np.asarray(canvas),
+        np.array(boxes, dtype=np.float64).reshape(-1, 4), np.array(labels, dtype=np.int64))

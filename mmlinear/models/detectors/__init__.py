@@ -1,0 +1,9 @@
+"""mmdet's two-stage detectors run over bands of rows, defined only where mmdet is installed
+(mmlinear itself does not need it)."""
+import importlib.util
+
+__all__ = []
+
+if importlib.util.find_spec('mmdet') is not None:
+    from .streamed_detection import StreamedDetection, StreamedDetectionMemory  # noqa: F401
+    __all__ += ['StreamedDetection', 'StreamedDetectionMemory']

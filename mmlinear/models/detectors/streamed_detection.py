@@ -1,0 +1,361 @@
+"""Whole-image instance detection over bands of rows: a streamed backbone, the neck band by
+band into a pyramid, the RPN over bands of each level, RoI heads on the merged proposals."""
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from mmengine.structures import InstanceData
+from torch import Tensor, nn
+
+from ..dense_heads.rpn_head_bands import RPNHeadBands, check_rpn_head
+from ..roi_heads import extract_roi_bands, masks_to_rle
+from ..utils import check_choice
+from ..utils.band_progress import BandProgress
+from ..utils.band_resize import Span
+from ..utils.stream_memory import GB, StreamedMemory
+from ..utils.streamed_parts import streamed_parts
+from ..utils.token_stream import (BUFFERS, allocate_buffer, check_chunk_rows, check_head_rows,
+                                  row_bands)
+
+
+class StreamedDetectionMemory(NamedTuple):
+    """The predicted peak memory of a streamed detection beyond the weights, in bytes.
+
+    The backbone runs first (its own peak, :class:`StreamedMemory`, with its output map);
+    then the pyramid is built from the map band by band, and the RPN and RoI heads read it.
+
+    Attributes:
+        backbone (StreamedMemory): The backbone's streamed forward.
+        pyramid_bytes (int): The pyramid's levels held in memory (0 with 'disk' buffers).
+        band_bytes (int): The widest band of the neck or the RPN head.
+        roi_bytes (int): The RoI heads: features of every proposal and detection, the head's
+            activations, and the rows of a level read for a group of RoIs.
+        head_rows (int): Rows of a level per band.
+    """
+    backbone: StreamedMemory
+    pyramid_bytes: int
+    band_bytes: int
+    roi_bytes: int
+    head_rows: int
+
+    @property
+    def total_bytes(self) -> int:
+        """int: The larger of the backbone's phase and the heads' (with the map and the
+        pyramid)."""
+        heads = self.backbone.input_bytes + self.backbone.output_bytes + self.pyramid_bytes + \
+            max(self.band_bytes, self.roi_bytes)
+        return max(self.backbone.total_bytes, heads)
+
+    def describe(self) -> str:
+        """str: The total and its parts, in GB."""
+        return (f'{self.total_bytes / GB:.2f} GB (backbone {self.backbone.describe()}; pyramid '
+                f'{self.pyramid_bytes / GB:.2f}; bands of {self.head_rows} rows '
+                f'{self.band_bytes / GB:.2f}; RoI heads {self.roi_bytes / GB:.2f})')
+
+
+class StreamedDetection:
+    """An mmdet two-stage detector (Mask R-CNN, Faster R-CNN) run over an image in bands of
+    rows, seeing the whole image as mmdet's ``predict`` does.
+
+    The backbone streams (:meth:`BasePlainBackbone.forward_streamed`) and leaves its map; the
+    simple pyramid's levels are made from it band by band
+    (:meth:`SimpleFeaturePyramid.forward_rows`, with the halo of its convolutions) into whole
+    levels, in memory or in mapped files; the RPN runs over bands of each level and its
+    proposals are merged over the image with one NMS (:class:`RPNHeadBands`); the RoI heads
+    take their features from the row spans of the levels the RoIs cover
+    (:func:`extract_roi_bands`) and mmdet's own box head post-processing (one multi-class NMS
+    over the image); masks are pasted into their boxes and written as RLE in whole-image
+    coordinates (:func:`masks_to_rle`).
+
+    Args:
+        detector (nn.Module): An mmdet ``TwoStageDetector`` with an mmlinear plain backbone
+            (``out_type='featmap'``), a ``SimpleFeaturePyramid`` neck with ``out_channels``,
+            an ``RPNHead`` and a ``StandardRoIHead`` (its mask head optional).
+    """
+
+    def __init__(self, detector: nn.Module) -> None:
+        from mmdet.models.roi_heads import FCNMaskHead, SingleRoIExtractor, StandardRoIHead
+        self.backbone, self.neck = streamed_parts(detector, 'detection')
+        rpn_head = getattr(detector, 'rpn_head', None)
+        roi_head = getattr(detector, 'roi_head', None)
+        # Exact types: a subclass (PointRend's RoI head, another mask head) predicts otherwise.
+        if rpn_head is None or type(roi_head) is not StandardRoIHead:
+            raise TypeError(f'streamed detection needs a two-stage detector with an RPNHead and '
+                            f'a StandardRoIHead (Mask R-CNN, Faster R-CNN), got '
+                            f'{type(detector).__name__} with {type(roi_head).__name__}')
+        check_rpn_head(rpn_head)
+        if not self.neck.out_convs:
+            raise TypeError('streamed detection needs a SimpleFeaturePyramid with '
+                            'out_channels (every level as wide as the heads read)')
+        if roi_head.with_shared_head:
+            raise TypeError('streamed detection does not run RoI heads with a shared head')
+        extractors = [roi_head.bbox_roi_extractor]
+        if roi_head.with_mask:
+            extractors.append(roi_head.mask_roi_extractor)
+            if type(roi_head.mask_head) is not FCNMaskHead:
+                raise TypeError(f'streamed detection pastes masks of an FCNMaskHead, got '
+                                f'{type(roi_head.mask_head).__name__}')
+        for extractor in extractors:
+            if type(extractor) is not SingleRoIExtractor:
+                raise TypeError(f'streamed detection reads RoI features as a '
+                                f'SingleRoIExtractor, got {type(extractor).__name__}')
+        self.detector, self.rpn_head, self.roi_head = detector, rpn_head, roi_head
+
+    @property
+    def in_channels(self) -> int:
+        """int: The bands (channels) of the images the backbone takes."""
+        return self.backbone.patch_embed.in_channels
+
+    def level_shapes(self, image_shape: Sequence[int]) -> list:
+        """(H, W) of every pyramid level for (B, C, H, W) images."""
+        return self.neck.level_shapes(self.backbone._grid_shape(image_shape))
+
+    def predict_memory(self,
+                       image_shape: Sequence[int],
+                       *,
+                       chunk_rows: int,
+                       head_rows: int,
+                       buffer: str = 'memory',
+                       input_in_memory: bool = True) -> StreamedDetectionMemory:
+        """The peak memory of :meth:`predict` beyond the weights, before any work (an
+        estimate of the largest tensors alive at once; the backbone's part is its own model).
+
+        Args:
+            image_shape (Sequence[int]): (1, C, H, W).
+            chunk_rows (int): The backbone's band height (patch rows).
+            head_rows (int): Rows of a pyramid level per band (neck, RPN, RoI reads).
+            buffer (str): Where the backbone's stream and map and the pyramid live.
+            input_in_memory (bool): Whether the normalised image is one tensor in memory.
+
+        Returns:
+            StreamedDetectionMemory: The parts and the total.
+        """
+        backbone = self.backbone.predict_streamed_memory(
+            image_shape, chunk_rows=chunk_rows, buffer=buffer, input_in_memory=input_in_memory)
+        itemsize = self.backbone.patch_embed.projection.weight.element_size()
+        map_shape = self.backbone._grid_shape(image_shape)
+        map_channels = self.backbone.embed_dims
+        out_channels = self.neck.out_convs[0][0].out_channels
+        shapes = self.level_shapes(image_shape)
+        pyramid = sum(h * w for h, w in shapes) * out_channels * itemsize
+        anchors = max(self.rpn_head.prior_generator.num_base_anchors)
+        feat_channels = self.rpn_head.rpn_conv.out_channels
+        widest = 0
+        for level, (_, width) in enumerate(shapes):
+            scale = self.neck.scale_factors[min(level, len(self.neck.scale_factors) - 1)]
+            rows = head_rows + 2
+            map_rows = min(map_shape[0], int(rows / scale) + 2)
+            neck = map_channels * map_rows * map_shape[1] + \
+                width * rows * (map_channels * 2 + out_channels * 4)
+            rpn = width * rows * (out_channels + 2 * feat_channels) + \
+                2 * width * head_rows * anchors * (self.rpn_head.cls_out_channels + 4)
+            widest = max(widest, neck + rpn)
+        roi_bytes = self._roi_values(shapes, head_rows, out_channels) * itemsize
+        return StreamedDetectionMemory(backbone, pyramid if buffer == 'memory' else 0,
+                                       widest * itemsize, roi_bytes, head_rows)
+
+    def _roi_values(self, shapes: Sequence[Tuple[int, int]], head_rows: int, channels: int) -> int:
+        """Values the RoI heads hold at their widest: the proposals' pooled features and the
+        box head's layers, the detections' mask features, and a group's rows of a level."""
+        proposals = self.rpn_head.test_cfg.get('max_per_img', 1000)
+        detections = self.roi_head.test_cfg.get('max_per_img', 100)
+        box_size = self.roi_head.bbox_roi_extractor.roi_layers[0].output_size
+        pooled = proposals * channels * box_size[0] * box_size[1]
+        head = self.roi_head.bbox_head
+        values = 2 * pooled + proposals * 2 * getattr(head, 'fc_out_channels', channels)
+        if self.roi_head.with_mask:
+            mask_size = self.roi_head.mask_roi_extractor.roi_layers[0].output_size
+            mask_head = self.roi_head.mask_head
+            mask_values = channels + 2 * mask_head.conv_out_channels + 4 * (
+                mask_head.conv_out_channels + mask_head.num_classes)
+            values = max(values, detections * mask_size[0] * mask_size[1] * mask_values)
+        return values + head_rows * max(w for _, w in shapes) * channels
+
+    def pick_rows(self,
+                  image_shape: Sequence[int],
+                  *,
+                  chunk_rows: Optional[int] = None,
+                  head_rows: Optional[int] = None,
+                  mem_limit_gb: Optional[float] = None,
+                  buffer: str = 'memory',
+                  input_in_memory: bool = True) -> Tuple[int, int]:
+        """The backbone's and the heads' band heights.
+
+        Without a limit, heights not given are the tallest whose bands hold at most
+        :attr:`BasePlainBackbone.default_band_bytes`; with ``mem_limit_gb`` the tallest whose
+        predicted peak fits (at most the heights given), and a limit that no band meets is
+        refused (ValueError, with the predicted figure).
+
+        Returns:
+            tuple[int, int]: (chunk_rows, head_rows).
+        """
+        if chunk_rows is not None:
+            check_chunk_rows(chunk_rows)
+        if head_rows is not None:
+            check_head_rows(head_rows)
+
+        def memory_at(backbone_rows: int, rows: int) -> StreamedDetectionMemory:
+            return self.predict_memory(
+                image_shape,
+                chunk_rows=backbone_rows,
+                head_rows=rows,
+                buffer=buffer,
+                input_in_memory=input_in_memory)
+
+        def fits(memory: StreamedDetectionMemory) -> bool:
+            if mem_limit_gb is None:
+                return memory.band_bytes <= self.backbone.default_band_bytes
+            return memory.total_bytes <= mem_limit_gb * GB
+
+        if mem_limit_gb is not None:
+            needed = memory_at(chunk_rows or self.backbone.stream_row_alignment, 1)
+            if not fits(needed):
+                raise ValueError(f'streamed detection needs {needed.describe()}, limit '
+                                 f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use "
+                                 f"buffer='disk' or an image read by rows from a file")
+        chunk_rows = self.backbone.pick_chunk_rows(image_shape, chunk_rows, mem_limit_gb, buffer,
+                                                   input_in_memory)
+        if head_rows is not None and mem_limit_gb is None:
+            return chunk_rows, head_rows
+        finest_rows = self.level_shapes(image_shape)[0][0]
+        if not fits(memory_at(chunk_rows, 1)):
+            return chunk_rows, 1
+        low, high = 1, min(head_rows or finest_rows, finest_rows)
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(memory_at(chunk_rows, middle)) else \
+                (low, middle - 1)
+        return chunk_rows, low
+
+    def predict(self,
+                image: Any,
+                *,
+                chunk_rows: Optional[int] = None,
+                head_rows: Optional[int] = None,
+                mem_limit_gb: Optional[float] = None,
+                buffer: str = 'memory',
+                buffer_dir: Optional[str] = None,
+                progress: Optional[bool] = None) -> InstanceData:
+        """Detect the instances of one whole image (inference).
+
+        Args:
+            image (Tensor | array-like): (1, C, H, W), normalised as the data preprocessor
+                normalises it (a tensor, or an array read by rows; see
+                :meth:`BasePlainBackbone.forward_streamed`).
+            chunk_rows (int, optional): The backbone's band height (patch rows).
+            head_rows (int, optional): Rows of a pyramid level per band.
+            mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak
+                (:meth:`predict_memory`) fits; refused before any work when none does.
+            buffer (str): Where the backbone's stream and map and the pyramid live: 'memory'
+                or 'disk'.
+            buffer_dir (str, optional): The folder of 'disk' buffers.
+            progress (bool, optional): Progress bars; None shows them once a run takes a few
+                seconds.
+
+        Returns:
+            InstanceData: ``bboxes`` (N, 4) in image pixels, ``scores`` (N,), ``labels`` (N,)
+            as mmdet's ``predict`` gives them (best first), and with a mask head ``masks``: N
+            COCO RLEs (dicts with ``size`` and ``counts``) in whole-image coordinates.
+        """
+        if self.detector.training:
+            raise RuntimeError('streamed detection is inference only: call .eval() first')
+        check_choice('buffer', buffer, BUFFERS)
+        shape = tuple(getattr(image, 'shape', ()))
+        if len(shape) != 4 or shape[0] != 1:
+            raise ValueError(f'expected one image of shape (1, C, H, W), got '
+                             f'{shape if shape else type(image).__name__}')
+        chunk_rows, head_rows = self.pick_rows(
+            shape,
+            chunk_rows=chunk_rows,
+            head_rows=head_rows,
+            mem_limit_gb=mem_limit_gb,
+            buffer=buffer,
+            input_in_memory=isinstance(image, Tensor))
+        img_meta = dict(img_shape=shape[2:], ori_shape=shape[2:], scale_factor=(1.0, 1.0))
+        with torch.no_grad():
+            pyramid = self._pyramid(image, chunk_rows, head_rows, buffer, buffer_dir, progress)
+            weight = self.backbone.patch_embed.projection.weight
+            shapes = [tuple(level.shape[2:]) for level in pyramid]
+
+            def read_level(level: int, span: Span) -> Tensor:
+                rows = pyramid[level][:, :, span[0]:span[1]]
+                # mmcv's RoIAlign reads raw NCHW memory: a contiguous copy of the rows.
+                return rows.to(weight.device, weight.dtype).contiguous()
+
+            with BandProgress(3, progress, label='heads') as bar:
+                bar.describe('RPN')
+                proposals = RPNHeadBands(self.rpn_head, read_level,
+                                         shapes).proposals(head_rows, img_meta)
+                bar.advance()
+                bar.describe('boxes')
+                results = self._boxes(proposals, read_level, shapes, head_rows, img_meta)
+                bar.advance()
+                if self.roi_head.with_mask:
+                    bar.describe('masks')
+                    results.masks = self._masks(results, read_level, shapes, head_rows, shape[2:])
+                bar.advance()
+        return results
+
+    def _pyramid(self, image: Any, chunk_rows: int, head_rows: int, buffer: str,
+                 buffer_dir: Optional[str], progress: Optional[bool]) -> list:
+        """The neck's levels for the whole image, made band by band from the streamed map."""
+        weight = self.backbone.patch_embed.projection.weight
+        feats = self.backbone.forward_streamed(
+            image, chunk_rows=chunk_rows, buffer=buffer, buffer_dir=buffer_dir, progress=progress)
+        feature_map = feats[self.neck.in_index]
+        del feats
+        map_shape = tuple(feature_map.shape[2:])
+
+        def read_map(span: Span) -> Tensor:
+            return feature_map[:, :, span[0]:span[1]].to(weight.device, weight.dtype)
+
+        shapes = self.neck.level_shapes(map_shape)
+        channels = self.neck.out_convs[0][0].out_channels
+        levels = [
+            allocate_buffer((1, channels) + tuple(level), weight.dtype, buffer, buffer_dir)
+            for level in shapes
+        ]
+        bands = [(level, span) for level, (height, _) in enumerate(shapes)
+                 for span in row_bands(height, head_rows)]
+        with BandProgress(len(bands), progress, label='neck') as bar:
+            for level, span in bands:
+                levels[level][:, :, span[0]:span[1]] = self.neck.forward_rows(
+                    read_map, map_shape, level, span).cpu()
+                bar.advance()
+        return levels
+
+    def _boxes(self, proposals: InstanceData, read_level: Callable[[int, Span], Tensor],
+               shapes: Sequence[Tuple[int, int]], head_rows: int, img_meta: dict) -> InstanceData:
+        """``roi_head.predict_bbox`` on the merged proposals, features read by row spans."""
+        from mmdet.models.utils import empty_instances
+        from mmdet.structures.bbox import bbox2roi
+        rois = bbox2roi([proposals.bboxes])
+        head = self.roi_head.bbox_head
+        if not len(rois):
+            return empty_instances([img_meta],
+                                   rois.device,
+                                   task_type='bbox',
+                                   box_type=head.predict_box_type,
+                                   num_classes=head.num_classes)[0]
+        features = extract_roi_bands(self.roi_head.bbox_roi_extractor, read_level, shapes, rois,
+                                     head_rows)
+        cls_score, bbox_pred = head(features)
+        return head.predict_by_feat(
+            rois=(rois, ),
+            cls_scores=(cls_score, ),
+            bbox_preds=(bbox_pred, ),
+            batch_img_metas=[img_meta],
+            rcnn_test_cfg=self.roi_head.test_cfg,
+            rescale=False)[0]
+
+    def _masks(self, results: InstanceData, read_level: Callable[[int, Span], Tensor],
+               shapes: Sequence[Tuple[int, int]], head_rows: int, image_shape: Tuple[int,
+                                                                                     int]) -> list:
+        """The detections' masks as RLE (``roi_head.predict_mask``, pasted box by box)."""
+        from mmdet.structures.bbox import bbox2roi
+        if not len(results):
+            return []
+        features = extract_roi_bands(self.roi_head.mask_roi_extractor, read_level, shapes,
+                                     bbox2roi([results.bboxes]), head_rows)
+        mask_preds = self.roi_head.mask_head(features)
+        return masks_to_rle(self.roi_head.mask_head, mask_preds, results.bboxes, results.labels,
+                            image_shape, self.roi_head.test_cfg.mask_thr_binary)

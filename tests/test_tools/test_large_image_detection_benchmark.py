@@ -1,0 +1,78 @@
+"""tools/analysis_tools/large_image_detection.py: the scene, its ground truth, the whole-image
+method's detections and the report (recall, time, memory); the sliced method where SAHI is
+installed; existing outputs refused without --force."""
+import importlib.util
+import json
+import os.path as osp
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from analysis_tools_loader import load_tool, run_tool_main
+from conftest import REPO_ROOT
+from mmdet.apis import init_detector
+from mmengine.config import Config
+from mmengine.runner import save_checkpoint
+
+CONFIG = osp.join(REPO_ROOT, 'configs', 'demo',
+                  'mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py')
+
+
+@pytest.fixture(scope='module')
+def tool():
+    return load_tool('large_image_detection')
+
+
+@pytest.fixture(scope='module')
+def checkpoint(tmp_path_factory):
+    """The demo Mask R-CNN with its constructors' random weights."""
+    cfg = Config.fromfile(CONFIG)
+    cfg.model.backbone.init_cfg = None
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        model = init_detector(cfg, None, device='cpu')
+    path = str(tmp_path_factory.mktemp('checkpoint') / 'mask-rcnn.pth')
+    meta = dict(dataset_meta=dict(classes=('circle', 'square', 'triangle')))
+    save_checkpoint(dict(meta=meta, state_dict=model.state_dict()), path)
+    return path
+
+
+def run(tool, checkpoint, work_dir, *extra):
+    return run_tool_main(tool, CONFIG, checkpoint, '--size', '256', '--tile', '64', '--score-thr',
+                         '0', '--work-dir', work_dir, *extra)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec('sahi') is not None,
+    reason='with SAHI installed, the sliced method is run by the test below')
+def test_the_sliced_method_without_sahi_names_the_package(tool, checkpoint, tmp_path):
+    result = run(tool, checkpoint, tmp_path / 'out')
+    assert result.returncode == 1 and 'pip install sahi' in result.stderr
+
+
+@pytest.mark.parametrize(
+    'methods',
+    [['whole'],
+     pytest.param(['whole', 'sliced'],
+                  marks=pytest.mark.skipif(
+                      importlib.util.find_spec('sahi') is None, reason='SAHI is not installed'))])
+def test_report_of_the_whole_image_method(tool, checkpoint, tmp_path, methods):
+    work_dir = tmp_path / 'out'
+    result = run(tool, checkpoint, work_dir, '--methods', *methods)
+    assert result.returncode == 0, result.stderr
+    truth = json.loads((work_dir / 'ground_truth.json').read_text())
+    assert np.load(work_dir / 'scene.npy').shape == (256, 256, 3)
+    report = json.loads((work_dir / 'report.json').read_text())
+    assert report['objects'] == len(truth['boxes']) > 3
+    assert 0 < report['crossing_objects'] < report['objects']
+    for name in methods:
+        row = report['methods'][name]
+        detections = json.loads((work_dir / f'detections_{name}.json').read_text())
+        assert row['detections'] == len(detections['boxes']) > 0
+        assert 0 <= row['recall_crossing'] <= 1 and 0 <= row['recall'] <= 1
+        assert row['seconds'] > 0 and row['peak_bytes'] > 0
+    assert '| whole |' in (work_dir / 'report.md').read_text()
+    result = run(tool, checkpoint, work_dir, '--methods', *methods)
+    assert result.returncode == 1 and 'use --force' in result.stderr

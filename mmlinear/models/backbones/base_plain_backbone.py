@@ -312,8 +312,10 @@ class BasePlainBackbone(BaseModule):
 
         The stream and the dense outputs hold B * N * C values each; a band pass holds
         :meth:`_stream_workspace_per_token` values per band token, the part that autocast
-        computes in its dtype, and the band's pixels (read, then padded). Summaries are of
-        fixed size and not counted.
+        computes in its dtype, and two copies of the band's pixels in the weights' dtype
+        (read, then padded; then the padded band and the patches the patch embedding gathers
+        from it, in autocast's dtype where that is on). Summaries, and the fixed-size blocks
+        a matrix product packs its operands into, are not counted.
 
         Args:
             image_shape (Sequence[int]): (B, C_in, H, W).
@@ -346,7 +348,8 @@ class BasePlainBackbone(BaseModule):
         compute_itemsize = torch.empty((), dtype=compute_dtype).element_size()
         band = row_bands(grid_h, chunk_rows, self.stream_row_alignment)[0]
         band_tokens = B * (band[1] - band[0]) * grid_w
-        pixels = 2 * in_channels * p * p  # the rows read, then the padded copy
+        # The rows read and their padded copy; then that copy and the gathered patches.
+        pixels = 2 * in_channels * p * p
         tokens = B * grid_h * grid_w
         # The extra tokens of 'raw' (at most 64 per image) are not counted.
         dense = tokens if self.out_type in ('featmap', 'raw') else 0
@@ -460,16 +463,17 @@ class BasePlainBackbone(BaseModule):
         return {}, state
 
     def _embed_band_pixels(self, image: ImageRows, start: int, stop: int) -> Tensor:
-        """Pixel rows of grid rows [start, stop), the last band zero-padded to whole patches
-        at the bottom as the patch embedding pads the whole image.
+        """Pixel rows of grid rows [start, stop), zero-padded to whole patches at the right
+        and, in the last band, at the bottom, as the patch embedding pads the whole image
+        (it then gathers its patches without padding a second copy).
 
         Returns:
-            Tensor: (B, C_in, (stop - start) * p, W) in the weights' dtype and device.
+            Tensor: (B, C_in, (stop - start) * p, W' * p) in the weights' dtype and device.
         """
         weight = self.patch_embed.projection.weight
         p = self.patch_size
         pixels = image.read(start * p, min(stop * p, image.shape[2]), weight.device, weight.dtype)
-        return F.pad(pixels, (0, 0, 0, (stop - start) * p - pixels.shape[2]))
+        return F.pad(pixels, (0, -pixels.shape[3] % p, 0, (stop - start) * p - pixels.shape[2]))
 
     def _streamed_output(self, stream: TokenStream, last: bool) -> Tensor:
         """One ``out_indices`` output from the stream, as :meth:`_format_output` shapes it,

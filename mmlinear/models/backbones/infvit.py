@@ -259,7 +259,7 @@ class InfViT(BasePlainBackbone):
         B = image.shape[0]
         stream.extra = self.cls_token.expand(B, -1, -1) + pos_embed.extra
         for start, stop in stream.pass_bands():
-            tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
+            tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
             stream.write(start, stop, tokens + pos_embed.rows(start, stop))
         return {}
 

@@ -232,7 +232,7 @@ class VECA(BasePlainBackbone):
         num_cores = self._num_cores(active_cores)
         B = image.shape[0]
         for start, stop in stream.pass_bands():
-            tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
+            tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
             stream.write(start, stop, tokens)
         num_chunks = num_cores // self.core_chunk_size
         stream.extra = active_prefix(self.query_token_chunks, num_chunks, B)

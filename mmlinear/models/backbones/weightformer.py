@@ -139,7 +139,7 @@ class WeightFormer(BasePlainBackbone):
     def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
         """:meth:`_embed` band by band."""
         for start, stop in stream.pass_bands():
-            tokens, _ = self.patch_embed(self._embed_band_pixels(image, start, stop))
+            tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
             stream.write(start, stop, self.init_norm(tokens))
         return {}
 

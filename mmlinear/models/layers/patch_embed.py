@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from mmengine.logging import print_log
 from torch import Tensor, nn
 
+from ..utils import autocast_dtype
+
 
 def adapt_input_bands(weight: Tensor, in_channels: int) -> Tensor:
     """Patch-embedding weights of S input bands made for ``in_channels`` = N bands.
@@ -41,6 +43,14 @@ class PatchEmbed(nn.Module):
     ("corner" padding, as mmcv's PatchEmbed), so the grid is (ceil(H / p), ceil(W / p)).
     A checkpoint made for another number of bands (RGB weights for a 4-band model) loads
     through :func:`adapt_input_bands`, with a message saying so.
+
+    The projection is a convolution whose kernel equals its stride, i.e. one matrix product
+    of the gathered patches (B * N, C_in * p * p) with its flattened weight, and it runs as
+    that product: its memory is the gathered copy of the input and the product's output,
+    whatever the CPU, where a library's convolution may take a workspace that grows with
+    the image (oneDNN's bf16 kernel on a Xeon with AMX: 20 to 400 bytes per pixel), which
+    streamed inference's memory model could not count (docs/design.md, "Streamed
+    inference"). The convolution module holds the weights (the checkpoints' keys).
 
     Args:
         in_channels (int): Image channels. Defaults to 3.
@@ -85,7 +95,27 @@ class PatchEmbed(nn.Module):
         H, W = x.shape[-2:]
         if H < p or W < p:
             raise ValueError(f'images must be at least one patch ({p}x{p}) large, got {H}x{W}')
-        x = F.pad(x, (0, -W % p, 0, -H % p))
-        x = self.projection(x)
-        hw_shape = (x.shape[2], x.shape[3])
-        return x.flatten(2).transpose(1, 2), hw_shape
+        return self.project(F.pad(x, (0, -W % p, 0, -H % p)))
+
+    def project(self, x: Tensor) -> Tuple[Tensor, Tuple[int, int]]:
+        """The tokens of images made of whole patches (what :meth:`forward` does after
+        padding; streamed inference pads each band itself and calls this).
+
+        Args:
+            x (Tensor): (B, in_channels, H' * p, W' * p) images.
+
+        Returns:
+            tuple: tokens (B, N, C) with N = H' * W', and ``hw_shape`` (H', W').
+        """
+        p = self.patch_size
+        # (B, C_in, H', p, W', p) -> (B, H', W', C_in, p, p): the weight's (C_in, p, p) order.
+        grid = x.unflatten(3, (-1, p)).unflatten(2, (-1, p)).permute(0, 2, 4, 1, 3, 5)
+        # Autocast would cast the gathered patches to its dtype; gathering straight into that
+        # dtype casts on the way and keeps one narrow copy, not a wide one and a narrow one.
+        narrowed = autocast_dtype(x.device.type)
+        dtype = narrowed if narrowed is not None and x.dtype != torch.float64 else x.dtype
+        patches = grid.new_empty(grid.shape, dtype=dtype).copy_(grid)
+        tokens = F.linear(
+            patches.flatten(3).flatten(1, 2), self.projection.weight.flatten(1),
+            self.projection.bias)
+        return tokens, (grid.shape[1], grid.shape[2])

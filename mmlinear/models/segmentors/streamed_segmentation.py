@@ -10,8 +10,8 @@ from ..utils import check_choice
 from ..utils.band_progress import BandProgress
 from ..utils.band_resize import Span, resize_band, source_span
 from ..utils.stream_memory import GB, StreamedMemory
-from ..utils.streamed_parts import streamed_parts
-from ..utils.token_stream import BUFFERS, check_chunk_rows, check_head_rows, row_bands
+from ..utils.streamed_parts import pick_band_rows, streamed_parts
+from ..utils.token_stream import BUFFERS, check_head_rows, row_bands
 
 
 class StreamedSegmentationMemory(NamedTuple):
@@ -166,44 +166,24 @@ class StreamedSegmentation:
         Returns:
             tuple[int, int]: (chunk_rows, head_rows).
         """
-        if chunk_rows is not None:
-            check_chunk_rows(chunk_rows)
-        if head_rows is not None:
-            check_head_rows(head_rows)
-        finest_rows = self._finest_rows(image_shape)
-
-        def memory_at(backbone_rows: int, rows: int) -> StreamedSegmentationMemory:
-            return self.predict_memory(
+        return pick_band_rows(
+            self.backbone,
+            image_shape,
+            lambda backbone_rows, rows: self.predict_memory(
                 image_shape,
                 chunk_rows=backbone_rows,
                 head_rows=rows,
                 buffer=buffer,
                 input_in_memory=input_in_memory,
-                output_bytes=output_bytes)
-
-        def fits(memory: StreamedSegmentationMemory) -> bool:
-            if mem_limit_gb is None:
-                return memory.head_band_bytes <= self.backbone.default_band_bytes
-            return memory.total_bytes <= mem_limit_gb * GB
-
-        if mem_limit_gb is not None:
-            needed = memory_at(chunk_rows or self.backbone.stream_row_alignment, 1)
-            if not fits(needed):
-                raise ValueError(f'streamed segmentation needs {needed.describe()}, limit '
-                                 f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use "
-                                 f"buffer='disk' or an image read by rows from a file")
-        chunk_rows = self.backbone.pick_chunk_rows(image_shape, chunk_rows, mem_limit_gb, buffer,
-                                                   input_in_memory)
-        if head_rows is not None and mem_limit_gb is None:
-            return chunk_rows, head_rows
-        if not fits(memory_at(chunk_rows, 1)):  # without a limit: even one row passes the mark
-            return chunk_rows, 1
-        low, high = 1, min(head_rows or finest_rows, finest_rows)
-        while low < high:
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if fits(memory_at(chunk_rows, middle)) else \
-                (low, middle - 1)
-        return chunk_rows, low
+                output_bytes=output_bytes),
+            lambda memory: memory.head_band_bytes,
+            self._finest_rows(image_shape),
+            'segmentation',
+            chunk_rows=chunk_rows,
+            head_rows=head_rows,
+            mem_limit_gb=mem_limit_gb,
+            buffer=buffer,
+            input_in_memory=input_in_memory)
 
     def logit_bands(self,
                     image: Any,

@@ -15,6 +15,7 @@ from functools import partial
 import pytest
 import timm
 import torch
+from mmengine.registry import DefaultScope
 from mmengine.runner.checkpoint import save_checkpoint
 from mmpretrain.models import ImageClassifier, VisionTransformer
 from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
@@ -49,6 +50,14 @@ def images() -> torch.Tensor:
 
 # ----- sources, each saved the way its library saves it ---------------------------------
 # Each returns (path to convert, CLS-token features of the source, its logits or None).
+
+
+@pytest.fixture(autouse=True)
+def mmpretrain_scope():
+    """Every model here builds in mmpretrain's scope, whatever scope an earlier test left
+    current (mmseg's and mmdet's init functions set theirs for the whole process)."""
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        yield
 
 
 def mmpretrain_classifier(tmp_path, head='vit'):

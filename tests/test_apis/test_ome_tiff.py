@@ -7,8 +7,7 @@ import pytest
 import tifffile
 import torch
 from conftest import REPO_ROOT
-from mmengine.config import Config
-from mmseg.apis import init_model
+from random_demo_models import random_demo_model
 
 from mmlinear.apis.large_image_segmentation import open_image, segment_large_image
 from mmlinear.apis.ome_tiff import OmeTiffImage
@@ -76,12 +75,7 @@ def test_interleaved_and_separate_rgb_pages(tmp_path):
 
 
 def test_segment_large_image_reads_an_ome_tiff_path_by_rows(tmp_path):
-    cfg = Config.fromfile(CONFIG)
-    cfg.model.backbone.init_cfg = None
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        model = init_model(cfg, None, device='cpu')
+    model = random_demo_model(CONFIG)
     data = channels(3, 96, 80, np.uint8)
     path = write_ome(tmp_path / 'rgb.ome.tif', data, tile=(32, 32))
     from_file = segment_large_image(model, path, chunk_rows=3)

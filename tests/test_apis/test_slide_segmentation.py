@@ -1,13 +1,11 @@
 """segment_slide: mmseg's slide mode on an image taken as segment_large_image takes it."""
 import os.path as osp
-import warnings
 
 import numpy as np
 import pytest
 import torch
 from conftest import REPO_ROOT
-from mmengine.config import Config
-from mmseg.apis import init_model
+from random_demo_models import random_demo_model
 
 from mmlinear.apis import segment_large_image
 from mmlinear.apis.band_view import BandView
@@ -19,12 +17,7 @@ CONFIG = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shap
 @pytest.fixture(scope='module')
 def model():
     """The demo UperNet with its constructors' random weights."""
-    cfg = Config.fromfile(CONFIG)
-    cfg.model.backbone.init_cfg = None
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        return init_model(cfg, None, device='cpu')
+    return random_demo_model(CONFIG)
 
 
 def uint16_scene(size=128, seed=0):

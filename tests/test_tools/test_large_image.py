@@ -7,12 +7,11 @@ import warnings
 import numpy as np
 import pytest
 import rasterio
-import torch
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from mmengine.config import Config
-from mmengine.runner import save_checkpoint
 from mmseg.apis import init_model
+from random_demo_models import save_random_checkpoint
 from rasterio.crs import CRS
 from rasterio.transform import from_origin
 
@@ -32,15 +31,9 @@ def tool():
 def checkpoint(tmp_path_factory):
     """The demo UperNet with its constructors' random weights, saved as a runner saves it."""
     cfg = Config.fromfile(CONFIG)
-    cfg.model.backbone.init_cfg = None
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        model = init_model(cfg, None, device='cpu')
-    path = str(tmp_path_factory.mktemp('checkpoint') / 'upernet.pth')
-    meta = dict(dataset_meta=dict(classes=cfg.classes, palette=cfg.palette))
-    save_checkpoint(dict(meta=meta, state_dict=model.state_dict()), path)
-    return path
+    return save_random_checkpoint(CONFIG,
+                                  str(tmp_path_factory.mktemp('checkpoint') / 'upernet.pth'),
+                                  dict(classes=cfg.classes, palette=cfg.palette))
 
 
 def write_raster(path, bands, crs='EPSG:32633', transform=TRANSFORM):

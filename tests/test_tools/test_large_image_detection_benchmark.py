@@ -4,16 +4,12 @@ installed; existing outputs refused without --force."""
 import importlib.util
 import json
 import os.path as osp
-import warnings
 
 import numpy as np
 import pytest
-import torch
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
-from mmdet.apis import init_detector
-from mmengine.config import Config
-from mmengine.runner import save_checkpoint
+from random_demo_models import save_random_checkpoint
 
 CONFIG = osp.join(REPO_ROOT, 'configs', 'demo',
                   'mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py')
@@ -27,16 +23,9 @@ def tool():
 @pytest.fixture(scope='module')
 def checkpoint(tmp_path_factory):
     """The demo Mask R-CNN with its constructors' random weights."""
-    cfg = Config.fromfile(CONFIG)
-    cfg.model.backbone.init_cfg = None
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        model = init_detector(cfg, None, device='cpu')
-    path = str(tmp_path_factory.mktemp('checkpoint') / 'mask-rcnn.pth')
-    meta = dict(dataset_meta=dict(classes=('circle', 'square', 'triangle')))
-    save_checkpoint(dict(meta=meta, state_dict=model.state_dict()), path)
-    return path
+    return save_random_checkpoint(CONFIG,
+                                  str(tmp_path_factory.mktemp('checkpoint') / 'mask-rcnn.pth'),
+                                  dict(classes=('circle', 'square', 'triangle')))
 
 
 def run(tool, checkpoint, work_dir, *extra):

@@ -12,10 +12,9 @@ import torch
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from mmdet.apis import init_detector
-from mmengine.config import Config
-from mmengine.runner import save_checkpoint
 from pycocotools import mask as mask_util
 from pycocotools.coco import COCO
+from random_demo_models import save_random_checkpoint
 from rasterio.transform import from_origin
 from shapely.geometry import shape
 
@@ -37,16 +36,9 @@ def tool():
 @pytest.fixture(scope='module')
 def checkpoint(tmp_path_factory):
     """The demo Mask R-CNN with its constructors' random weights, saved as a runner saves it."""
-    cfg = Config.fromfile(CONFIG)
-    cfg.model.backbone.init_cfg = None
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        model = init_detector(cfg, None, device='cpu')
-    path = str(tmp_path_factory.mktemp('checkpoint') / 'mask-rcnn.pth')
-    save_checkpoint(
-        dict(meta=dict(dataset_meta=dict(classes=CLASSES)), state_dict=model.state_dict()), path)
-    return path
+    return save_random_checkpoint(CONFIG,
+                                  str(tmp_path_factory.mktemp('checkpoint') / 'mask-rcnn.pth'),
+                                  dict(classes=CLASSES))
 
 
 def write_raster(path, height=96, width=128, georeferenced=True):

@@ -1,16 +1,14 @@
 """Instance detection on a whole image of any size with an mmdet two-stage detector, seeing
 the whole image at once (no slicing into tiles), with memory bounded by bands of rows."""
 import os
-import warnings
 from typing import Any, Optional, Union
 
 from torch import nn
 
-from mmlinear.models.data_preprocessors import NormalizedRows
 from mmlinear.models.detectors import StreamedDetection
 from mmlinear.models.utils import check_choice
 from mmlinear.models.utils.token_stream import BUFFERS
-from .large_image_segmentation import open_image, skipped_resizes
+from .large_image_segmentation import open_image, whole_image_rows
 
 
 def detect_large_image(model: nn.Module,
@@ -68,18 +66,14 @@ def detect_large_image(model: nn.Module,
         raise ValueError(f'score_thr must be a number in [0, 1], got {score_thr!r}')
     image = open_image(source)
     preprocessor = model.data_preprocessor
-    for name in skipped_resizes(model):
-        warnings.warn(f'detect_large_image detects at the image\'s own resolution: the test '
-                      f'pipeline\'s {name} is skipped')
+    skipped_padding = None
     if getattr(preprocessor, 'pad_size_divisor', 1) > 1:
-        warnings.warn(f'detect_large_image does not pad: the data preprocessor\'s '
-                      f'pad_size_divisor={preprocessor.pad_size_divisor} is skipped')
-    _, bands, height, width = NormalizedRows.batch_shape(image)
-    if bands != streamed.in_channels:
-        raise ValueError(f'the model takes images of {streamed.in_channels} bands (channels), '
-                         f'the image has {bands}')
+        skipped_padding = (f'detect_large_image does not pad: the data preprocessor\'s '
+                           f'pad_size_divisor={preprocessor.pad_size_divisor} is skipped')
+    rows, height, width = whole_image_rows(model, image, streamed.in_channels,
+                                           'detect_large_image detects', skipped_padding)
     results = streamed.predict(
-        NormalizedRows(image, preprocessor),
+        rows,
         chunk_rows=chunk_rows,
         head_rows=head_rows,
         mem_limit_gb=mem_limit_gb,

@@ -71,6 +71,37 @@ def skipped_resizes(model: nn.Module) -> List[str]:
     ]
 
 
+def whole_image_rows(model: nn.Module, image: Any, in_channels: int, caller: str,
+                     skipped_padding: Optional[str]) -> Tuple[NormalizedRows, int, int]:
+    """The image as the rows a streamed model reads, normalised by the model's data
+    preprocessor, after the checks every whole-image API makes: a warning for each resize of
+    the test pipeline and for the padding it skips, and an error for a band count the model
+    was not built for.
+
+    Args:
+        model (nn.Module): The mmseg / mmdet model (its ``cfg`` and ``data_preprocessor``).
+        image (Any): (H, W, C) or (H, W) array-like, read by rows.
+        in_channels (int): The bands the model takes.
+        caller (str): The API and what it does, opening the warnings
+            ('segment_large_image segments').
+        skipped_padding (str, optional): What the caller says of the preprocessor's padding
+            it skips ("does not pad: ... is skipped"), or None when there is none.
+
+    Returns:
+        tuple[NormalizedRows, int, int]: The rows, and the image's height and width.
+    """
+    for name in skipped_resizes(model):
+        warnings.warn(f'{caller} at the image\'s own resolution: the test pipeline\'s {name} '
+                      f'is skipped')
+    if skipped_padding is not None:
+        warnings.warn(skipped_padding)
+    _, bands, height, width = NormalizedRows.batch_shape(image)
+    if bands != in_channels:
+        raise ValueError(f'the model takes images of {in_channels} bands (channels), '
+                         f'the image has {bands}')
+    return NormalizedRows(image, model.data_preprocessor), height, width
+
+
 def class_map_dtype(num_classes: int) -> torch.dtype:
     """The dtype of a class map: uint8 for up to 256 classes, else int32."""
     return torch.uint8 if num_classes <= 256 else torch.int32
@@ -132,18 +163,13 @@ def segment_large_image(model: nn.Module,
     check_choice('buffer', buffer, BUFFERS)
     image = open_image(source)
     preprocessor = model.data_preprocessor
-    for name in skipped_resizes(model):
-        warnings.warn(f'segment_large_image segments at the image\'s own resolution: the test '
-                      f'pipeline\'s {name} is skipped')
+    skipped_padding = None
     if getattr(preprocessor, 'test_cfg', None):
-        warnings.warn(f'segment_large_image does not pad at test time: the data preprocessor\'s '
-                      f'test_cfg {dict(preprocessor.test_cfg)} is skipped')
+        skipped_padding = (f'segment_large_image does not pad at test time: the data '
+                           f'preprocessor\'s test_cfg {dict(preprocessor.test_cfg)} is skipped')
     streamed = StreamedSegmentation(model)
-    _, bands, H, W = NormalizedRows.batch_shape(image)
-    if bands != streamed.in_channels:
-        raise ValueError(f'the model takes images of {streamed.in_channels} bands (channels), '
-                         f'the image has {bands}')
-    rows = NormalizedRows(image, preprocessor)
+    rows, H, W = whole_image_rows(model, image, streamed.in_channels,
+                                  'segment_large_image segments', skipped_padding)
     num_classes = streamed.num_classes
     map_dtype = class_map_dtype(num_classes)
     held = output_bytes(num_classes, H, W, return_logits) if buffer == 'memory' else 0

@@ -195,3 +195,26 @@ def dynamic_dwconv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -
     if x.device.type != 'cpu' or not x.is_contiguous(memory_format=torch.channels_last):
         x = x.contiguous()
     return torch.ops.mmlinear.dynamic_dwconv2d(x, weight.contiguous(), bias)
+
+
+def depthwise_conv2d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """A depthwise convolution whose kernels every sample shares: ``F.conv2d(x, weight,
+    bias, padding=k // 2, groups=C)``.
+
+    Where the extension's kernel runs on the CPU, it is :func:`dynamic_dwconv2d` with the
+    shared kernels expanded to every sample (a view): that kernel reads a channels-last map of
+    row-major tokens as it is, on which PyTorch's depthwise convolution (oneDNN) took several
+    times longer (docs/benchmarks.md). Elsewhere ``F.conv2d``. Training and inference take
+    the same path, so a run resumed in another process computes the same sums.
+
+    Args:
+        x (Tensor): (B, C, H, W).
+        weight (Tensor): (C, 1, k, k), k odd.
+        bias (Tensor, optional): (C, ).
+
+    Returns:
+        Tensor: (B, C, H, W).
+    """
+    if x.device.type != 'cpu' or not runs_kernel('cpu'):
+        return F.conv2d(x, weight, bias, padding=weight.shape[-1] // 2, groups=weight.shape[0])
+    return dynamic_dwconv2d(x, weight.squeeze(1).expand(x.shape[0], -1, -1, -1), bias)

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from op_fixtures import device  # noqa: F401 (pytest fixtures)
 
-from mmlinear.ops import dynamic_dwconv2d, dynamic_dwconv2d_reference
+from mmlinear.ops import depthwise_conv2d, dynamic_dwconv2d, dynamic_dwconv2d_reference
 
 
 def make_inputs(device, dtype=torch.float64, B=2, C=3, H=6, W=5, ks=3, bias='shared', seed=0):
@@ -141,3 +141,15 @@ def test_clear_errors():
         dynamic_dwconv2d(x, weight.float(), bias)
     with pytest.raises(ValueError, match='4-D'):
         dynamic_dwconv2d(x[0], weight, bias)
+
+
+@pytest.mark.parametrize('channels_last', [False, True])
+def test_a_shared_kernel_depthwise_convolution_is_f_conv2d(channels_last):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 5, 7, generator=g, dtype=torch.float64)
+    if channels_last:  # row-major tokens seen as a map, as the static WeightFormer block has
+        x = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    weight = torch.randn(6, 1, 3, 3, generator=g, dtype=torch.float64)
+    bias = torch.randn(6, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(
+        depthwise_conv2d(x, weight, bias), F.conv2d(x, weight, bias, padding=1, groups=6))

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mmlinear.ops import Linear
 from ..utils import extend_padding_mask
-from .onednn_linear import OneDNNLinear
 from .rope2d import apply_rope
 
 
@@ -34,10 +34,10 @@ class CorePeripheryAttention(nn.Module):
                              f'({num_heads})')
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
-        self.q_proj = OneDNNLinear(embed_dims, embed_dims)
-        self.k_proj = OneDNNLinear(embed_dims, embed_dims)
-        self.v_proj = OneDNNLinear(embed_dims, embed_dims)
-        self.out_proj = OneDNNLinear(embed_dims, embed_dims)
+        self.q_proj = Linear(embed_dims, embed_dims)
+        self.k_proj = Linear(embed_dims, embed_dims)
+        self.v_proj = Linear(embed_dims, embed_dims)
+        self.out_proj = Linear(embed_dims, embed_dims)
         self.dropout = dropout
         self.out_drop = nn.Dropout(dropout)
 

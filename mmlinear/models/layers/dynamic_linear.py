@@ -6,9 +6,8 @@ import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 from torch import Tensor, nn
 
-from mmlinear.ops import onednn_linear, runs_onednn
+from mmlinear.ops import Linear, activate, inference_dtype, linear
 from ..utils import autocast_disabled, check_tokens
-from .onednn_linear import OneDNNLinear
 
 
 def pool_tokens_2x2(x: Tensor,
@@ -102,13 +101,19 @@ class DynamicLinear(nn.Module):
         out_features (int, optional): Output width C_out, divisible by ``rank_ratio``.
             Defaults to ``in_features``.
         rank_ratio (int): r, the reduction of both predictor factors. Defaults to 4.
+        activation (str, optional): An activation of the output, None or 'gelu' ('gelu' in
+            WeightFormer's MLP, where the layer is ``linear1``), fused into the matmul where
+            :func:`mmlinear.ops.linear` can. Defaults to None.
     """
 
     def __init__(self,
                  in_features: int,
                  out_features: Optional[int] = None,
-                 rank_ratio: int = 4) -> None:
+                 rank_ratio: int = 4,
+                 activation: Optional[str] = None) -> None:
         super().__init__()
+        if activation not in (None, 'gelu'):
+            raise ValueError(f"activation must be None or 'gelu', got {activation!r}")
         out_features = out_features or in_features
         if in_features % rank_ratio or out_features % rank_ratio:
             raise ValueError(f'in_features ({in_features}) and out_features ({out_features}) '
@@ -116,11 +121,12 @@ class DynamicLinear(nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.rank_ratio = rank_ratio
+        self.activation = activation
         self.scale = in_features**-0.5
         self.split_sizes = (in_features // rank_ratio, out_features // rank_ratio)
         self.w = nn.Parameter(torch.empty(in_features, out_features))
         self.b = nn.Parameter(torch.empty(out_features))
-        self.wfm = OneDNNLinear(in_features, sum(self.split_sizes))
+        self.wfm = Linear(in_features, sum(self.split_sizes))
         self.w1 = nn.Parameter(torch.empty(self.split_sizes[0], in_features))
         self.w2 = nn.Parameter(torch.empty(self.split_sizes[1], out_features))
         self.reset_parameters()
@@ -238,7 +244,7 @@ class DynamicLinear(nn.Module):
         return self.apply_delta(x, self.predict_delta(x, hw_shape, token_padding_mask))
 
     def apply_delta(self, x: Tensor, delta: Tensor) -> Tensor:
-        """``x (W0 + dW_hat) + b``: the layer with its per-sample weight change.
+        """``act(x (W0 + dW_hat) + b)``: the layer with its per-sample weight change.
 
         Args:
             x (Tensor): (B, n, C_in) tokens (all of the grid, or a band of it).
@@ -248,11 +254,12 @@ class DynamicLinear(nn.Module):
             Tensor: (B, n, C_out).
         """
         weight = delta + self.w
-        if x.shape[0] == 1 and runs_onednn(x, weight, self.b):
-            # One sample, one weight: a linear layer, with oneDNN's fused bias.
-            return onednn_linear(x, weight[0].t(), self.b)
-        return x @ weight + self.b
+        if x.shape[0] == 1 and inference_dtype(x, weight, self.b) is not None:
+            # One sample, one weight: a linear layer, whose bias and activation the CPU
+            # backend of mmlinear.ops.linear may fuse.
+            return linear(x, weight[0].t(), self.b, self.activation)
+        return activate(x @ weight + self.b, self.activation)
 
     def extra_repr(self) -> str:
         return (f'in_features={self.in_features}, out_features={self.out_features}, '
-                f'rank_ratio={self.rank_ratio}')
+                f'rank_ratio={self.rank_ratio}, activation={self.activation}')

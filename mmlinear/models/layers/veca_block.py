@@ -3,11 +3,10 @@ from typing import Callable, Optional, Tuple, Union
 
 from torch import Tensor, nn
 
+from mmlinear.ops import Linear
 from ..utils.token_stream import TokenStream
 from .core_periphery_attention import CorePeripheryAttention
-from .onednn_linear import OneDNNLinear
 from .online_core_attention import OnlineCoreAttention
-from .swiglu import SwiGLU
 
 
 class VECABlock(nn.Module):
@@ -35,9 +34,10 @@ class VECABlock(nn.Module):
         self.norm_attn = nn.LayerNorm(embed_dims)
         self.attn = CorePeripheryAttention(embed_dims, num_heads, dropout)
         self.norm_ffn = nn.LayerNorm(embed_dims)
-        self.fc1 = OneDNNLinear(embed_dims, 2 * feedforward_channels)
-        self.act = SwiGLU()
-        self.fc2 = OneDNNLinear(feedforward_channels, embed_dims)
+        # fc1 and the SwiGLU gate in one layer (the first h outputs feed the SiLU), so that
+        # a CPU backend can fuse the gate into the matmul.
+        self.fc1 = Linear(embed_dims, 2 * feedforward_channels, activation='swiglu')
+        self.fc2 = Linear(feedforward_channels, embed_dims)
         self.drop = nn.Dropout(dropout)
 
     def forward(self,
@@ -82,7 +82,7 @@ class VECABlock(nn.Module):
 
     def _add_mlp(self, x: Tensor) -> Tensor:
         """``x + fc2(SwiGLU(fc1(norm_ffn(x))))``: the second half of the block, per token."""
-        return x + self.drop(self.fc2(self.drop(self.act(self.fc1(self.norm_ffn(x))))))
+        return x + self.drop(self.fc2(self.drop(self.fc1(self.norm_ffn(x)))))
 
     def forward_streamed(self, stream: TokenStream, *, num_cores: int, core_rope: Tuple[Tensor,
                                                                                         Tensor],

@@ -4,13 +4,12 @@ from typing import Callable, Optional, Tuple
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
-from mmlinear.ops import dynamic_dwconv2d
+from mmlinear.ops import Linear, depthwise_conv2d
 from ..utils import tokens_to_map
 from ..utils.token_stream import TokenStream
 from .band_conv import band_conv3x3
 from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear
-from .onednn_linear import OneDNNLinear
 
 
 class WeightFormerBlock(nn.Module):
@@ -39,13 +38,13 @@ class WeightFormerBlock(nn.Module):
         if dynamic:
             self.norm1 = nn.LayerNorm(embed_dims, eps=1e-6)
             self.dwc = DynamicDWConv(embed_dims)
-            self.linear1 = DynamicLinear(embed_dims, feedforward_channels)
+            self.linear1 = DynamicLinear(embed_dims, feedforward_channels, activation='gelu')
         else:
             self.dwc = nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims)
-            self.linear1 = OneDNNLinear(embed_dims, feedforward_channels)
+            self.linear1 = Linear(embed_dims, feedforward_channels, activation='gelu')
         self.norm2 = nn.LayerNorm(embed_dims, eps=1e-6)
-        self.act = nn.GELU()
-        self.linear2 = OneDNNLinear(feedforward_channels, embed_dims)
+        # linear1 applies the MLP's GELU (fused into its matmul where a CPU backend can).
+        self.linear2 = Linear(feedforward_channels, embed_dims)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     @staticmethod
@@ -69,16 +68,9 @@ class WeightFormerBlock(nn.Module):
         return 3 if self.dynamic else 1
 
     def _static_dwconv(self, x_map: Tensor) -> Tensor:
-        """The static block's depthwise convolution ``dwc`` of a (B, C, H', W') map.
-
-        On the CPU its kernels go through the per-sample convolution's kernel, which reads the
-        channels-last map of the tokens as it is (oneDNN's depthwise convolution is several
-        times slower on it); elsewhere, and where no kernel runs, the same convolution.
-        """
-        if x_map.device.type != 'cpu':
-            return self.dwc(x_map)
-        kernels = self.dwc.weight.squeeze(1).expand(x_map.shape[0], -1, -1, -1)
-        return dynamic_dwconv2d(x_map, kernels, self.dwc.bias)
+        """The static block's depthwise convolution ``dwc`` of a (B, C, H', W') map, through
+        :func:`mmlinear.ops.depthwise_conv2d` (which reads a channels-last map as it is)."""
+        return depthwise_conv2d(x_map, self.dwc.weight, self.dwc.bias)
 
     def forward(self,
                 x: Tensor,
@@ -104,7 +96,7 @@ class WeightFormerBlock(nn.Module):
             x = x + self._static_dwconv(tokens_to_map(mixer_in, hw_shape)).flatten(2).transpose(
                 1, 2)
             hidden = self.linear1(self.norm2(x))
-        return x + self.drop_path(self.linear2(self.act(hidden)))
+        return x + self.drop_path(self.linear2(hidden))
 
     def _mixer_input(self, tokens: Tensor, mask: Optional[Tensor]) -> Tensor:
         """What the 3 x 3 depthwise convolution reads: the tokens (LN1 of them in a dynamic
@@ -152,7 +144,7 @@ class WeightFormerBlock(nn.Module):
             mixed = band_conv3x3(conv, *as_map).flatten(2).transpose(1, 2)
             x = (self.norm1(tokens) if self.dynamic else tokens) + mixed
             if not self.dynamic:
-                stream.write(start, stop, x + self.linear2(self.act(self.linear1(self.norm2(x)))))
+                stream.write(start, stop, x + self.linear2(self.linear1(self.norm2(x))))
                 continue
             stream.write(start, stop, x)
             part, count = self.linear1.partial_delta_sum(
@@ -162,4 +154,4 @@ class WeightFormerBlock(nn.Module):
             delta = self.linear1.delta_from_sum(delta_sum, num_tokens, x.dtype)
             for band, x, _ in stream.segments():
                 hidden = self.linear1.apply_delta(self.norm2(x), delta)
-                stream.put(band, x + self.linear2(self.act(hidden)))
+                stream.put(band, x + self.linear2(hidden))

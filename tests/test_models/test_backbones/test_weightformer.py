@@ -2,6 +2,7 @@
 FLOPs, the block formulas and the OpenMMLab options."""
 import pytest
 import torch
+import torch.nn.functional as F
 from mmengine.registry import init_default_scope
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -303,7 +304,9 @@ def test_dynamic_block_normalises_the_stream():
     # The DWC residual is added to LN1(x), not to x.
     stream = dynamic.norm1(x)
     mixed = stream + dynamic.dwc(stream, (5, 6))
-    mlp = dynamic.linear2(dynamic.act(dynamic.linear1(dynamic.norm2(mixed), (5, 6))))
+    linear1, hidden = dynamic.linear1, dynamic.norm2(mixed)
+    delta = linear1.predict_delta(hidden, (5, 6))
+    mlp = dynamic.linear2(F.gelu(hidden @ (delta + linear1.w) + linear1.b))
     torch.testing.assert_close(out, mixed + mlp)
 
 
@@ -313,7 +316,8 @@ def test_static_block_structure():
     static = block(False)
     x_map = x.transpose(1, 2).reshape(2, 32, 3, 4)
     mixed = x + static.dwc(x_map).flatten(2).transpose(1, 2)
-    expected = mixed + static.linear2(static.act(static.linear1(static.norm2(mixed))))
+    hidden = F.linear(static.norm2(mixed), static.linear1.weight, static.linear1.bias)
+    expected = mixed + static.linear2(F.gelu(hidden))
     torch.testing.assert_close(static(x, hw_shape=(3, 4)), expected)
 
 

@@ -219,6 +219,22 @@ def test_dynamic_linear_errors():
         layer(torch.randn(1, 8, 8), (3, 3))
     with pytest.raises(ValueError, match='padding_mask must be a bool tensor'):
         layer(torch.randn(1, 9, 8), (3, 3), torch.zeros(1, 9))
+    with pytest.raises(ValueError, match="None or 'gelu'"):
+        DynamicLinear(8, 32, activation='swiglu')
+
+
+@pytest.mark.parametrize('batch', [1, 2])
+@pytest.mark.parametrize('grad', [False, True])
+def test_dynamic_linear_gelu_is_the_gelu_of_the_layer(batch, grad):
+    torch.manual_seed(0)
+    plain = DynamicLinear(8, 32)
+    with_gelu = DynamicLinear(8, 32, activation='gelu')
+    with_gelu.load_state_dict(plain.state_dict())
+    x = torch.randn(batch, 12, 8)
+    with torch.set_grad_enabled(grad):
+        # batch 1 at inference is one linear layer, its GELU possibly fused by the backend
+        torch.testing.assert_close(
+            with_gelu(x, (3, 4)), F.gelu(plain(x, (3, 4))), atol=1e-6, rtol=1e-5)
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope2D, SwiGLU,
-                                    VECABlock, apply_rope, build_coordinate_head, build_core_bank,
+from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope2D, VECABlock,
+                                    apply_rope, build_coordinate_head, build_core_bank,
                                     check_core_budget, farthest_point_sampling, fps_core_coords,
                                     move_cores, patch_grid_coords, rotate_pairs)
 from mmlinear.models.utils import extend_padding_mask
@@ -153,16 +153,6 @@ def test_patch_coordinate_augmentation_one_shift_and_scale_per_batch():
     assert min(scales) < 0.8 and max(scales) > 1.25  # the scale really varies
 
 
-# --- SwiGLU -------------------------------------------------------------------------------
-
-
-def test_swiglu_gate_is_the_first_half():
-    u, g = torch.randn(4, 6), torch.randn(4, 6)
-    torch.testing.assert_close(SwiGLU()(torch.cat([u, g], -1)), F.silu(u) * g)
-    with pytest.raises(ValueError, match='even'):
-        SwiGLU()(torch.randn(2, 5))
-
-
 # --- attention and block --------------------------------------------------------------------
 
 
@@ -188,7 +178,7 @@ def test_block_matches_its_definition():
     cos, sin = Rope2D(D // HEADS)(coords)
     with torch.no_grad():
         h = x + block.attn(block.norm_attn(x), num_cores=K, cos=cos, sin=sin)
-        u, g = block.fc1(block.norm_ffn(h)).split(96, dim=-1)
+        u, g = F.linear(block.norm_ffn(h), block.fc1.weight, block.fc1.bias).split(96, dim=-1)
         expected = h + block.fc2(F.silu(u) * g)
     torch.testing.assert_close(run_block(block, x, coords), expected, atol=0, rtol=0)
 

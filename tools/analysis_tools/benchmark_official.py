@@ -37,12 +37,14 @@ import statistics
 import sys
 from functools import partial
 from types import ModuleType
-from typing import Callable, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, Hashable, List, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from mmlinear.apis.benchmark import interleaved_ms
+from mmlinear.ops import BACKEND_VARIABLE, cpu_choices
+from mmlinear.ops.cpu_dispatch import requested_backend
 from mmlinear.utils.checkpoint_conversion import check_key_layout
 
 MODELS = ('weightformer', 'veca')
@@ -314,6 +316,15 @@ def format_dtype_ratios(rows: Sequence[Row]) -> List[str]:
     return lines
 
 
+def format_cpu_choices(choices: Dict[Hashable, str]) -> str:
+    """One line per CPU backend mmlinear's layers chose in this run (``mmlinear.ops``'s
+    measurement at first use), so that a table says which library its figures ran."""
+    lines = [f'CPU backends chosen ({BACKEND_VARIABLE}={requested_backend()}):']
+    for key, backend in sorted(choices.items(), key=str):
+        lines.append(f'  {key}: {backend}')
+    return '\n'.join(lines if choices else lines + ['  none (no dispatched layer ran)'])
+
+
 def format_load(label: str) -> str:
     """``label`` and the 1 / 5 / 15-minute load averages."""
     return f'{label}: load average ' + ' / '.join(f'{v:.2f}' for v in os.getloadavg())
@@ -350,6 +361,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print()
     for line in format_dtype_ratios(rows):
         print(line)
+    print(format_cpu_choices(cpu_choices()))
     print(start_load)
     print(format_load('end'))
 

@@ -49,9 +49,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from mmengine.config import DictAction
 
-from mmlinear.apis import detect_large_image, load_config, segment_large_image
+from mmlinear.apis import detect_large_image, load_config, open_image, segment_large_image
 from mmlinear.apis.detection_files import coco_detections, geojson_detections
-from mmlinear.apis.large_image_segmentation import open_image, output_bytes
+from mmlinear.apis.large_image_segmentation import output_bytes
 from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.models.detectors import StreamedDetection
 from mmlinear.models.segmentors import StreamedSegmentation

@@ -6,7 +6,7 @@ from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from mmlinear.apis import fix_dataloaders
+from mmlinear.cli import fix_dataloaders
 
 
 def train_demo_briefly(config: str,

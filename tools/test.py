@@ -15,9 +15,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
-from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher,
-                           fix_dataloaders, load_config, parse_tool_args, prepare_launcher,
-                           set_work_dir, toolbox_scope)
+from mmlinear.apis import load_config, toolbox_scope
+from mmlinear.cli import (add_common_arguments, check_dataset_paths, close_launcher,
+                          fix_dataloaders, parse_tool_args, prepare_launcher, set_work_dir)
 
 
 def parse_args() -> argparse.Namespace:

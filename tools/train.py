@@ -16,9 +16,10 @@ from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading, mmlinear:: configs, atomic
 # checkpoints, resuming from the newest readable one, exact resumption.
-from mmlinear.apis import (add_common_arguments, check_dataset_paths, close_launcher, enable_amp,
-                           fix_dataloaders, load_config, parse_tool_args, prepare_launcher,
-                           set_work_dir, toolbox_scope, torchrun_attempt)
+from mmlinear.apis import load_config, toolbox_scope
+from mmlinear.cli import (add_common_arguments, check_dataset_paths, close_launcher, enable_amp,
+                          fix_dataloaders, parse_tool_args, prepare_launcher, set_work_dir,
+                          torchrun_attempt)
 from mmlinear.engine.hooks import REQUEUE_EXIT_CODE
 
 

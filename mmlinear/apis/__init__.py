@@ -1,40 +1,40 @@
-"""What the tools share: building models by name, reading images, counting FLOPs, setting up
-runs and running a config's test loop, converting ViT checkpoints to InfViT, running one image
-through a trained model, segmenting and detecting on a whole image of any size (where mmseg and
-mmdet are installed), and (in :mod:`mmlinear.apis.benchmark`) measuring speed and memory.
+"""What a user calls from Python: building models by name (presets), loading a config, running
+one image through a trained model, segmenting and detecting on a whole image of any size (where
+mmseg and mmdet are installed) read from files of any kind (GeoTIFF, OME-TIFF, whole-slide
+images, ...), counting FLOPs, parameters and attention interactions and converting ViT
+checkpoints to InfViT. Their modules hold more: the readers (:mod:`.rasters`,
+:mod:`.ome_tiff`, :mod:`.whole_slide`, :mod:`.band_view`), the writers and scorers of what the
+whole-image APIs give (:mod:`.detection_files`: COCO and GeoJSON; :mod:`.class_map_iou`: mIoU
+of a class map of any size) and the ONNX export (:mod:`.onnx_export`), each importing its
+optional packages itself.
 
-This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the scripts in
-``tools/`` import it, and nothing below it may.
+This layer sits above :mod:`mmlinear.models` and :mod:`mmlinear.engine`; the command-line glue
+of the scripts in ``tools/`` (argument parsing, launchers, the benchmark harness) is
+:mod:`mmlinear.cli`, one floor up: nothing here imports it, and nothing below imports this.
 """
 import importlib.util
 
+from .config_loading import SCOPES, load_config, toolbox_scope
 from .flops import count_attention_interactions, count_flops, count_params, count_patch_tokens
 from .image_inference import IMAGE_TASKS, ImageInferenceResult, ImageTask, detect_task, infer_image
 from .images import IMAGE_EXTENSIONS, list_images, load_images
+from .large_image_inputs import open_image
 from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backbone_config,
                             build_backbone, build_classifier, input_normalization)
-from .runner_setup import (SCOPES, add_common_arguments, check_dataset_paths, close_launcher,
-                           enable_amp, fix_dataloaders, load_config, pair_checkpoints,
-                           parse_tool_args, prepare_launcher, set_work_dir, toolbox_scope,
-                           torchrun_attempt)
-from .test_runner import build_test_runner, run_test_loop
 from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 
 __all__ = [
     'BACKBONE_PRESETS', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS',
-    'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES', 'add_common_arguments',
-    'backbone_config', 'build_backbone', 'build_classifier', 'build_test_runner',
-    'check_dataset_paths', 'close_launcher', 'convert_vit_checkpoint',
-    'count_attention_interactions', 'count_flops', 'count_params', 'count_patch_tokens',
-    'detect_task', 'enable_amp', 'fix_dataloaders', 'infer_image', 'input_normalization',
-    'list_images', 'load_config', 'load_images', 'pair_checkpoints', 'parse_tool_args',
-    'prepare_launcher', 'run_test_loop', 'save_converted', 'set_work_dir', 'toolbox_scope',
-    'torchrun_attempt'
+    'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES', 'backbone_config',
+    'build_backbone', 'build_classifier', 'convert_vit_checkpoint', 'count_attention_interactions',
+    'count_flops', 'count_params', 'count_patch_tokens', 'detect_task', 'infer_image',
+    'input_normalization', 'list_images', 'load_config', 'load_images', 'open_image',
+    'save_converted', 'toolbox_scope'
 ]
 
 if importlib.util.find_spec('mmseg') is not None:
     from .large_image_segmentation import segment_large_image  # noqa: F401
     __all__.append('segment_large_image')
-if importlib.util.find_spec('mmdet') is not None and importlib.util.find_spec('mmseg'):
+if importlib.util.find_spec('mmdet') is not None:
     from .large_image_detection import detect_large_image  # noqa: F401
     __all__.append('detect_large_image')

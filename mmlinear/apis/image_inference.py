@@ -14,7 +14,7 @@ import numpy as np
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from .runner_setup import load_config
+from .config_loading import load_config
 
 
 class ImageTask(NamedTuple):

@@ -8,7 +8,7 @@ from torch import nn
 from mmlinear.models.detectors import StreamedDetection
 from mmlinear.models.utils import check_choice
 from mmlinear.models.utils.token_stream import BUFFERS
-from .large_image_segmentation import open_image, whole_image_rows
+from .large_image_inputs import open_image, whole_image_rows
 
 
 def detect_large_image(model: nn.Module,

@@ -25,7 +25,7 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from torch import Tensor, nn
 
-from .runner_setup import toolbox_scope
+from .config_loading import toolbox_scope
 
 # The dynamo exporter translates to opset 18 and up; lower requests are silently kept at 18.
 MIN_OPSET = 18

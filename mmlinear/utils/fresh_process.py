@@ -3,7 +3,8 @@
 A fresh process per measurement keeps one case's peak memory, loaded libraries and thread
 pools from reaching the next. It needs the standard library alone, so that
 ``tools/analysis_tools/benchmark_ops.py`` runs where only torch is installed (the bare image
-of ``tools/gpu_check.sh``); :mod:`mmlinear.apis.benchmark` starts its workers with it too.
+of ``tools/gpu_check.sh``); :mod:`mmlinear.cli.benchmark` starts its workers with it
+too.
 """
 import json
 import os

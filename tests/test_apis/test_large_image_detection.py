@@ -2,6 +2,9 @@
 the demo Mask R-CNNs, with bands that really split the image, and its refusals."""
 import copy
 import os.path as osp
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -140,3 +143,38 @@ def test_unsupported_detectors_are_refused():
             TypeError, match=r"an mmlinear backbone with out_type='featmap' .*got "
             'ResNet'):
         detect_large_image(demo_detector(None, resnet), scene(64, 64))
+
+
+#: Detects on a small image with the demo Mask R-CNN in a process where mmseg cannot be
+#: imported (a None in sys.modules makes ``import`` raise and ``find_spec`` answer None).
+WITHOUT_MMSEG = textwrap.dedent(f'''
+    import sys
+    import warnings
+
+    sys.modules['mmseg'] = None
+
+    import numpy as np
+    from mmdet.apis import init_detector
+    from mmengine.config import Config
+
+    import mmlinear.apis as apis
+    assert 'segment_large_image' not in apis.__all__, apis.__all__
+    cfg = Config.fromfile({osp.join(REPO_ROOT, 'configs', 'demo', DEMO_MASK_RCNNS['infvit'])!r})
+    cfg.model.backbone.init_cfg = None
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        model = init_detector(cfg, None, device='cpu')
+        sample = apis.detect_large_image(model, np.zeros((64, 96, 3), np.uint8))
+    print(tuple(sample.metainfo['img_shape']))
+''')
+
+
+def test_detects_without_mmseg():
+    """Detection shares its input readers with segmentation, not segmentation's module."""
+    result = subprocess.run([sys.executable, '-c', WITHOUT_MMSEG],
+                            capture_output=True,
+                            text=True,
+                            cwd=REPO_ROOT,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == '(64, 96)'

@@ -9,7 +9,8 @@ import torch
 from conftest import REPO_ROOT
 from random_demo_models import random_demo_model
 
-from mmlinear.apis.large_image_segmentation import open_image, segment_large_image
+from mmlinear.apis.large_image_inputs import open_image
+from mmlinear.apis.large_image_segmentation import segment_large_image
 from mmlinear.apis.ome_tiff import OmeTiffImage
 
 CONFIG = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tifffile
 
-from mmlinear.apis.large_image_segmentation import open_image
+from mmlinear.apis.large_image_inputs import open_image
 from mmlinear.apis.whole_slide import SlideImage
 
 

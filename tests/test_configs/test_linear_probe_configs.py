@@ -12,7 +12,7 @@ from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from mmlinear.apis import fix_dataloaders
+from mmlinear.cli import fix_dataloaders
 
 CONFIGS = sorted(
     osp.relpath(p, osp.join(REPO_ROOT, 'configs'))

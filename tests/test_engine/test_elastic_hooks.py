@@ -15,7 +15,7 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.runner import Runner
 
-from mmlinear.apis import fix_dataloaders
+from mmlinear.cli import fix_dataloaders
 from mmlinear.engine.hooks import (ElasticCoreBudgetHook, MultiResolutionHook, draw_shared,
                                    sampling_probabilities, shared_seed)
 

@@ -5,7 +5,7 @@ The outcomes asserted here must not depend on how fast or how loaded the machine
 case gets a time budget of hours (the planner never skips it by time, the memory cap alone
 decides), the skip case a budget no real forward pass can meet, and every worker a hard limit
 far above what it needs. The planner's decisions themselves are checked with made-up timings
-in ``tests/test_apis/test_benchmark_planner.py``.
+in ``tests/test_cli/test_benchmark_planner.py``.
 """
 import csv
 import json

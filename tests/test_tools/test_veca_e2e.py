@@ -14,7 +14,7 @@ from mmengine.registry import init_default_scope
 from mmengine.runner import Runner, load_checkpoint
 from test_train_test_e2e import DEMO, last_checkpoint, run, train_then_test, write_config
 
-from mmlinear.apis import fix_dataloaders
+from mmlinear.cli import fix_dataloaders
 from mmlinear.engine.hooks import ElasticCoreBudgetHook
 from mmlinear.registry import MODELS
 

@@ -10,7 +10,7 @@ iteration is extrapolated from the previous resolutions of the same model, and a
 single iteration would exceed the budget is recorded as skipped with that estimate. Allocation
 failures are recorded as OOM; on the CPU ``--mem-limit-gb`` caps the worker's data segment so
 that a large case fails cleanly instead of pushing the machine into swap. The details are in
-``mmlinear.apis.benchmark`` (``worker``, ``planner``, ``report``, ``plotting``).
+``mmlinear.cli.benchmark`` (``worker``, ``planner``, ``report``, ``plotting``).
 
 Writes ``results.json``, ``results.csv``, ``results.md`` (tables) and ``scaling.png``
 (log-log time and memory against the number of patch tokens, with the exponent fitted by least
@@ -33,8 +33,8 @@ from dataclasses import fields
 from typing import List, Optional, Sequence
 
 from mmlinear.apis import backbone_config
-from mmlinear.apis.benchmark import (DEVICES, DTYPES, MODES, STREAM_INPUTS, GridSettings, fit_line,
-                                     machine_info, run_grid, summarize_fits, write_outputs)
+from mmlinear.cli.benchmark import (DEVICES, DTYPES, MODES, STREAM_INPUTS, GridSettings, fit_line,
+                                    machine_info, run_grid, summarize_fits, write_outputs)
 from mmlinear.models.utils.token_stream import BUFFERS
 
 DEFAULTS = GridSettings()

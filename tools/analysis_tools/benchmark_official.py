@@ -1,7 +1,7 @@
 """Latency of mmlinear's WeightFormer-S and VECA-S against their official implementations.
 
 Both implementations run in one process, on the same weights and the same input, timed in
-alternation (:func:`mmlinear.apis.benchmark.interleaved_ms`: one call of each per round, the
+alternation (:func:`mmlinear.cli.benchmark.interleaved_ms`: one call of each per round, the
 order reversed every other round), so that a shared machine's load falls on both alike. The
 official code is not part of mmlinear: pass the path of a local copy of its repository.
 
@@ -42,7 +42,7 @@ from typing import Callable, Dict, Hashable, List, NamedTuple, Optional, Sequenc
 import torch
 from torch import Tensor, nn
 
-from mmlinear.apis.benchmark import interleaved_ms
+from mmlinear.cli.benchmark import interleaved_ms
 from mmlinear.ops import BACKEND_VARIABLE, cpu_choices
 from mmlinear.ops.cpu_dispatch import requested_backend
 from mmlinear.utils.checkpoint_conversion import check_key_layout

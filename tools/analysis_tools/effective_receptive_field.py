@@ -33,7 +33,8 @@ import torch
 from torch import Tensor, nn
 
 from mmlinear.apis import (backbone_config, build_backbone, input_normalization, list_images,
-                           load_images, pair_checkpoints)
+                           load_images)
+from mmlinear.cli import pair_checkpoints
 from mmlinear.utils.progress import ProgressETA
 from mmlinear.visualization import DEFAULT_THRESHOLDS, area_ratios, effective_receptive_field
 

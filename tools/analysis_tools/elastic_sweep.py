@@ -34,10 +34,10 @@ import torch.nn.functional as F
 from mmengine.config import DictAction
 from torch import Tensor, nn
 
-from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, build_test_runner,
-                           count_flops, input_normalization, list_images, load_images,
-                           run_test_loop)
-from mmlinear.apis.benchmark import median_ms
+from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, count_flops,
+                           input_normalization, list_images, load_images)
+from mmlinear.cli import build_test_runner, run_test_loop
+from mmlinear.cli.benchmark import median_ms
 from mmlinear.utils.progress import ProgressETA
 
 # VECA's nested training drops whole chunks of 8 cores, so only multiples of 8 are budgets

@@ -2,7 +2,7 @@
 objects that cross tile borders, recall overall, precision, time and peak memory.
 
 A ``--size`` x ``--size`` scene of shapes at the demo detector's training scale is generated
-(``mmlinear.apis.benchmark.shape_scene``: about two shapes per 128 x 128 block, placed
+(``mmlinear.cli.benchmark.shape_scene``: about two shapes per 128 x 128 block, placed
 anywhere, so that many lie across the borders of any grid of tiles), and each method runs in
 a fresh process on it:
 
@@ -19,7 +19,7 @@ Both keep detections scoring at least ``--score-thr``. An object is found when a
 of its class overlaps its box by IoU >= 0.5 (one to one, best scores first, as COCO matches);
 it crosses tile borders when no slice of the grid holds its box whole. Peak memory is the
 resident-set high-water mark above the process's RSS once the model is built
-(``mmlinear.apis.benchmark.memory``). Writes ``scene.npy``, ``ground_truth.json``,
+(``mmlinear.utils.peak_memory``). Writes ``scene.npy``, ``ground_truth.json``,
 ``detections_<method>.json``, ``report.json`` and ``report.md`` into ``--work-dir``.
 
 Example (after ``make demo``):
@@ -39,9 +39,9 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
-from mmlinear.apis.benchmark import cpu_peak, machine_info, reset_cpu_peak
-from mmlinear.apis.benchmark.detection_recall import crossing_tiles, recall_report, slice_grid
-from mmlinear.apis.benchmark.shape_scene import SHAPE_CLASSES, shape_scene
+from mmlinear.cli.benchmark import cpu_peak, machine_info, reset_cpu_peak
+from mmlinear.cli.benchmark.detection_recall import crossing_tiles, recall_report, slice_grid
+from mmlinear.cli.benchmark.shape_scene import SHAPE_CLASSES, shape_scene
 
 METHODS = ('whole', 'sliced')
 

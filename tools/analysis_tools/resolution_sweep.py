@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from mmengine.config import Config
 
-from mmlinear.apis import build_test_runner, fix_dataloaders, pair_checkpoints, run_test_loop
-from mmlinear.apis.benchmark import median_ms
+from mmlinear.cli import build_test_runner, fix_dataloaders, pair_checkpoints, run_test_loop
+from mmlinear.cli.benchmark import median_ms
 from mmlinear.utils.progress import ProgressETA
 
 #: The transforms that set an image's test size; they give way to one resize to S x S.

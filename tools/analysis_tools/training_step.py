@@ -44,8 +44,8 @@ from mmengine.config import Config
 from torch import Tensor, nn
 
 from mmlinear.apis import build_classifier
-from mmlinear.apis.benchmark import (cpu_peak, is_oom, limit_data_segment, machine_info,
-                                     reset_cpu_peak)
+from mmlinear.cli.benchmark import (cpu_peak, is_oom, limit_data_segment, machine_info,
+                                    reset_cpu_peak)
 
 DTYPES = {'fp32': None, 'bf16': torch.bfloat16}
 

@@ -27,8 +27,8 @@ import numpy as np
 from PIL import Image
 from torch import Tensor
 
-from mmlinear.apis import (build_backbone, input_normalization, list_images, load_images,
-                           pair_checkpoints)
+from mmlinear.apis import build_backbone, input_normalization, list_images, load_images
+from mmlinear.cli import pair_checkpoints
 from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
 
 

@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from mmlinear.apis import BACKBONE_PRESETS, build_backbone
-from mmlinear.apis.benchmark import median_ms
 from mmlinear.apis.onnx_export import compare_with_onnxruntime, export_onnx
+from mmlinear.cli.benchmark import median_ms
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

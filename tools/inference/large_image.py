@@ -44,14 +44,14 @@ import resource
 import sys
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.config import DictAction
 
-from mmlinear.apis import detect_large_image, load_config, segment_large_image
+from mmlinear.apis import detect_large_image, load_config, open_image, segment_large_image
 from mmlinear.apis.detection_files import coco_detections, geojson_detections
-from mmlinear.apis.large_image_segmentation import open_image, output_bytes
+from mmlinear.apis.large_image_segmentation import output_bytes
 from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.models.detectors import StreamedDetection
 from mmlinear.models.segmentors import StreamedSegmentation
@@ -135,6 +135,35 @@ def write_json(path: str, data: Any) -> None:
     write_file_atomic(path, json.dumps(data).encode())
 
 
+def plan_bands(args: argparse.Namespace, streamed: Union[StreamedSegmentation, StreamedDetection],
+               image: Any, **memory_options: int) -> Tuple[int, int, Any]:
+    """Pick the band heights (the tallest whose predicted peak fits ``--mem-limit-gb``),
+    predict the peak memory with them and print it with the image, before any work.
+
+    Args:
+        args (argparse.Namespace): The command line (``mem_limit_gb``, ``buffer``, ``image``).
+        streamed (StreamedSegmentation | StreamedDetection): The model, streamed.
+        image (array-like): The (H, W, C) or (H, W) image, read by rows (never held whole).
+        **memory_options (int): What else the model's peak depends on (segmentation:
+            ``output_bytes``, the whole-image outputs held in memory).
+
+    Returns:
+        tuple[int, int, Any]: The backbone's and the heads' band heights, and the predicted
+        memory (its ``describe()`` and ``total_bytes``).
+    """
+    height, width = image.shape[:2]
+    shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
+    options = dict(buffer=args.buffer, input_in_memory=False, **memory_options)
+    chunk_rows, head_rows = streamed.pick_rows(shape, mem_limit_gb=args.mem_limit_gb, **options)
+    predicted = streamed.predict_memory(
+        shape, chunk_rows=chunk_rows, head_rows=head_rows, **options)
+    print(
+        f'{args.image}: {height} x {width}, {shape[1]} bands ({image.dtype}); predicted '
+        f'peak {predicted.describe()}',
+        flush=True)
+    return chunk_rows, head_rows, predicted
+
+
 def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georeference: Any,
             outputs: List[str]) -> Tuple[Any, Dict[str, Any]]:
     """Segment the image and write the class map (and probabilities).
@@ -144,23 +173,9 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
     """
     streamed = StreamedSegmentation(model)
     height, width = image.shape[:2]
-    shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
     on_heap = output_bytes(streamed.num_classes, height, width,
                            args.probabilities) if args.buffer == 'memory' else 0
-    chunk_rows, head_rows = streamed.pick_rows(
-        shape,
-        mem_limit_gb=args.mem_limit_gb,
-        buffer=args.buffer,
-        input_in_memory=False,
-        output_bytes=on_heap)
-    predicted = streamed.predict_memory(
-        shape,
-        chunk_rows=chunk_rows,
-        head_rows=head_rows,
-        buffer=args.buffer,
-        input_in_memory=False,
-        output_bytes=on_heap)
-    announce(args, image, shape, predicted)
+    chunk_rows, head_rows, predicted = plan_bands(args, streamed, image, output_bytes=on_heap)
     result = segment_large_image(
         model,
         image,
@@ -191,16 +206,7 @@ def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georefe
     """
     streamed = StreamedDetection(model)
     height, width = image.shape[:2]
-    shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
-    chunk_rows, head_rows = streamed.pick_rows(
-        shape, mem_limit_gb=args.mem_limit_gb, buffer=args.buffer, input_in_memory=False)
-    predicted = streamed.predict_memory(
-        shape,
-        chunk_rows=chunk_rows,
-        head_rows=head_rows,
-        buffer=args.buffer,
-        input_in_memory=False)
-    announce(args, image, shape, predicted)
+    chunk_rows, head_rows, predicted = plan_bands(args, streamed, image)
     instances = detect_large_image(
         model,
         image,
@@ -220,14 +226,6 @@ def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georefe
         head_rows=head_rows,
         score_thr=args.score_thr,
         detections_per_class=counts.tolist())
-
-
-def announce(args: argparse.Namespace, image: Any, shape: Sequence[int], predicted: Any) -> None:
-    """Print the image and the predicted peak memory, before any work."""
-    print(
-        f'{args.image}: {shape[2]} x {shape[3]}, {shape[1]} bands ({image.dtype}); predicted '
-        f'peak {predicted.describe()}',
-        flush=True)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -41,7 +41,7 @@ from mmlinear.apis import load_config, segment_large_image
 from mmlinear.apis.band_view import BandView
 from mmlinear.apis.class_map_iou import class_map_iou
 from mmlinear.apis.rasters import RasterImage, write_geotiff
-from mmlinear.apis.slide_segmentation import segment_slide
+from mmlinear.cli.slide_segmentation import segment_slide
 from mmlinear.models.utils.stream_memory import GB
 from mmlinear.utils.peak_memory import cpu_peak, reset_cpu_peak
 

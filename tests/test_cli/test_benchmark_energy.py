@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from mmlinear.apis.benchmark import run_case
-from mmlinear.apis.benchmark.energy import EnergyMeter, energy_meter, nvml_meter, rapl_meter
-from mmlinear.apis.benchmark.report import energy_lines
+from mmlinear.cli.benchmark import run_case
+from mmlinear.cli.benchmark.energy import EnergyMeter, energy_meter, nvml_meter, rapl_meter
+from mmlinear.cli.benchmark.report import energy_lines
 
 
 def write_zone(root, zone, name, energy_uj, max_range_uj=1000):

@@ -2,9 +2,9 @@
 outcomes do not depend on the machine's speed or load."""
 import pytest
 
-from mmlinear.apis.benchmark import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds,
-                                     markdown_tables, num_tokens, plan_runs, run_grid,
-                                     summarize_fits)
+from mmlinear.cli.benchmark import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds,
+                                    markdown_tables, num_tokens, plan_runs, run_grid,
+                                    summarize_fits)
 
 
 def test_time_extrapolation_and_run_planning():

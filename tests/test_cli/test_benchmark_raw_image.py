@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from mmlinear.apis.benchmark.raw_image import RawImageFile
+from mmlinear.cli.benchmark.raw_image import RawImageFile
 
 
 def test_bands_of_rows_read_back_what_was_written(tmp_path):

@@ -9,7 +9,7 @@ from random_demo_models import random_demo_model
 
 from mmlinear.apis import segment_large_image
 from mmlinear.apis.band_view import BandView
-from mmlinear.apis.slide_segmentation import segment_slide
+from mmlinear.cli.slide_segmentation import segment_slide
 
 CONFIG = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')
 

@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from mmlinear.apis.benchmark import (fit_exponent, fit_line, format_exponent, machine_info,
-                                     markdown_tables, summarize_fits, write_outputs)
-from mmlinear.apis.benchmark.report import streamed_table
+from mmlinear.cli.benchmark import (fit_exponent, fit_line, format_exponent, machine_info,
+                                    markdown_tables, summarize_fits, write_outputs)
+from mmlinear.cli.benchmark.report import streamed_table
 
 
 def test_fit_exponent_recovers_power_laws_over_the_largest_points():

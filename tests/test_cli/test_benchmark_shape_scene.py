@@ -2,7 +2,7 @@
 each drawn shape, and the same scene for the same seed."""
 import numpy as np
 
-from mmlinear.apis.benchmark.shape_scene import SHAPE_CLASSES, shape_scene
+from mmlinear.cli.benchmark.shape_scene import SHAPE_CLASSES, shape_scene
 
 
 def test_shapes_are_where_their_boxes_say_and_do_not_overlap():

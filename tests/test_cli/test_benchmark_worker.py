@@ -3,7 +3,7 @@ import os.path as osp
 import pytest
 import torch
 
-from mmlinear.apis.benchmark import launch_case, run_case
+from mmlinear.cli.benchmark import launch_case, run_case
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEMO_UPERNET = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')

@@ -1,7 +1,10 @@
-"""What ``tools/train.py`` and ``tools/test.py`` share: config loading and run set-up.
+"""What ``tools/train.py``, ``tools/test.py`` and the analysis tools share to set a run up:
+their common arguments, the launcher (distributed or not), the work dir, the dataloaders' and
+optimizer wrapper's adjustments and the check that a config's data exists.
 
-One pair of tools serves mmpretrain, mmdet and mmseg; the config's ``default_scope`` decides
-which toolbox's runner set-up applies.
+Loading the config itself is :func:`mmlinear.apis.load_config` (the Python API loads configs
+too); one pair of tools serves mmpretrain, mmdet and mmseg
+(:func:`mmlinear.apis.toolbox_scope`).
 """
 import argparse
 import os
@@ -12,8 +15,6 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 from mmengine.config import Config, DictAction
-
-SCOPES = ('mmpretrain', 'mmdet', 'mmseg')
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,37 +61,6 @@ def pair_checkpoints(models: Sequence[str],
         raise ValueError(f'--checkpoints needs one entry per model ({len(models)}), got '
                          f'{len(checkpoints)}')
     return [None if c == 'none' else c for c in checkpoints]
-
-
-def load_config(path: str, cfg_options: Optional[dict] = None) -> Config:
-    """Load a config (``mmlinear`` must be imported first for ``mmlinear::`` bases).
-
-    Args:
-        path (str): Config file.
-        cfg_options (dict, optional): ``--cfg-options`` overrides.
-
-    Returns:
-        Config: The merged config.
-    """
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'config file not found: {path}')
-    cfg = Config.fromfile(path)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    return cfg
-
-
-def toolbox_scope(cfg: Config) -> str:
-    """The toolbox a config belongs to, from its ``default_scope``.
-
-    Raises:
-        ValueError: If the scope is not one of mmpretrain, mmdet, mmseg.
-    """
-    scope = cfg.get('default_scope', 'mmengine')
-    if scope not in SCOPES:
-        raise ValueError(f'config default_scope {scope!r} is not supported by mmlinear tools; '
-                         f'allowed: {", ".join(SCOPES)}')
-    return scope
 
 
 def set_work_dir(cfg: Config, work_dir: Optional[str], config_path: str) -> None:

@@ -275,7 +275,7 @@ def launch_case(case: dict, timeout: float) -> dict:
     Raises:
         RuntimeError: If the worker failed otherwise, with the end of its stderr.
     """
-    code = 'from mmlinear.apis.benchmark.worker import worker_main; worker_main()'
+    code = 'from mmlinear.cli.benchmark.worker import worker_main; worker_main()'
     try:
         return run_in_fresh_process(['-c', code], case, timeout)
     except subprocess.TimeoutExpired:

@@ -5,8 +5,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from mmlinear.apis.benchmark.detection_recall import (box_iou, crossing_tiles, match_detections,
-                                                      recall_report, slice_grid)
+from mmlinear.cli.benchmark.detection_recall import (box_iou, crossing_tiles, match_detections,
+                                                     recall_report, slice_grid)
 
 GT = np.array([[0, 0, 10, 10], [26, 26, 40, 40], [50, 0, 70, 30.]])
 GT_LABELS = np.array([0, 1, 2])

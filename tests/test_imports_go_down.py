@@ -1,0 +1,101 @@
+"""The package's layering (docs/design.md, section 1): every import of an mmlinear module,
+lazy ones inside functions included, goes to the importer's own floor or a lower one."""
+import ast
+import os.path as osp
+from pathlib import Path
+from typing import List, Tuple
+
+from conftest import REPO_ROOT
+
+PACKAGE = Path(REPO_ROOT) / 'mmlinear'
+
+#: The floors of docs/design.md's diagram, ground floor 0; `tools/` above them all.
+FLOORS = {
+    'utils': 0,
+    'version': 0,
+    '_ext': 0,
+    'ops': 1,
+    'models': 2,
+    'engine': 2,
+    'datasets': 2,
+    'registry': 2,
+    'apis': 3,
+    'visualization': 3,
+    'cli': 4,
+}
+
+
+def imported_modules(tree: ast.Module, package: List[str]) -> List[Tuple[ast.stmt, str]]:
+    """(node, absolute module name) of every import in ``tree``, relative ones resolved
+    against ``package`` (the importing module's package, as a list of names)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module.split('.')
+            else:
+                base = package[:len(package) - node.level + 1] + \
+                    (node.module.split('.') if node.module else [])
+            # `from . import x` and `from mmlinear import x` import the submodule x.
+            if len(base) == 1 and base[0] == 'mmlinear':
+                found += [(node, f'mmlinear.{alias.name}') for alias in node.names]
+            else:
+                found.append((node, '.'.join(base)))
+    return found
+
+
+def upward_imports(path: Path, source: str) -> List[str]:
+    """The imports of the mmlinear module at ``path`` (with text ``source``) that go up a floor.
+
+    Importing the package itself (``import mmlinear``, for its config scope and shims) is
+    allowed anywhere.
+
+    Returns:
+        list[str]: ``'<file>:<line> imports <module> (<floor> over <floor>)'`` per offender.
+    """
+    parts = path.relative_to(PACKAGE).with_suffix('').parts
+    own = parts[0]
+    package = ['mmlinear'] + list(parts[:-1])
+    offenders = []
+    for node, module in imported_modules(ast.parse(source), package):
+        names = module.split('.')
+        if names[0] != 'mmlinear' or len(names) == 1 or names[1] == own:
+            continue
+        if FLOORS[names[1]] > FLOORS[own]:
+            offenders.append(f'{osp.relpath(path, REPO_ROOT)}:{node.lineno} imports {module} '
+                             f'({names[1]} is above {own})')
+    return offenders
+
+
+def package_modules() -> List[Path]:
+    """Every module of the package but its ``__init__`` (which is the package itself)."""
+    return [p for p in sorted(PACKAGE.rglob('*.py')) if p != PACKAGE / '__init__.py']
+
+
+def test_every_part_of_the_package_has_a_floor():
+    parts = {p.relative_to(PACKAGE).with_suffix('').parts[0] for p in package_modules()}
+    assert parts <= set(FLOORS), f'no floor in docs/design.md for {sorted(parts - set(FLOORS))}'
+
+
+def test_no_module_imports_from_a_floor_above_its_own():
+    offenders = [o for p in package_modules() for o in upward_imports(p, p.read_text())]
+    assert not offenders, 'imports that go up a floor:\n' + '\n'.join(offenders)
+
+
+def test_apis_importing_cli_is_an_upward_import():
+    """The check sees an API module reaching for the tools' glue, however it is spelt."""
+    path = PACKAGE / 'apis' / 'image_inference.py'
+    for source in ('from mmlinear.cli import fix_dataloaders\n', 'import mmlinear.cli.benchmark\n',
+                   'from mmlinear import cli\n',
+                   'def f():\n    from ..cli.runner_setup import set_work_dir\n'):
+        assert upward_imports(path, source), source
+
+
+def test_same_and_lower_floors_and_the_package_itself_are_allowed():
+    path = PACKAGE / 'cli' / 'benchmark' / 'worker.py'
+    source = ('import mmlinear\nfrom mmlinear.apis import build_backbone\n'
+              'from ..runner_setup import set_work_dir\nfrom . import cases\n'
+              'from mmlinear.utils.timing import median_ms\n')
+    assert upward_imports(path, source) == []

@@ -42,6 +42,7 @@ def test_veca_configs_exist():
         'demo/mask-rcnn_veca-demo_simple-pyramid_shapes-coco.py',
         'demo/upernet_veca-demo_shapes-ade.py',
         'demo/upernet_veca-demo-elastic_shapes-pairs.py',
+        'demo/linear_veca-demo-elastic_shapes-ade.py',
         'demo/veca-demo_distill_shapes.py',
     } <= names
 
@@ -86,9 +87,11 @@ def test_config_builds_model(path):
         with torch.no_grad():
             feats = model.extract_feat(torch.randn(1, 3, 128, 128))
         sizes = [f.shape[-1] for f in feats]
-        # The 8 x 8 map of 16-pixel patches, rescaled by the pyramid.
-        scales = cfg.model.neck.scale_factors
-        assert sizes[:len(scales)] == [int(8 * s) for s in scales]
+        # The map of the patches (8 x 8 of 16 pixels), rescaled by the pyramid when there is
+        # one; a linear head reads the map itself.
+        scales = cfg.model.neck.scale_factors if 'neck' in cfg.model else (1.0, )
+        side = 128 // cfg.model.backbone.patch_size
+        assert sizes[:len(scales)] == [int(side * s) for s in scales]
         if cfg.default_scope == 'mmseg':
             logits = model._forward(torch.randn(1, 3, 128, 128))
             assert logits.shape[:2] == (1, len(cfg.classes))
@@ -130,20 +133,37 @@ def check_distillation(path, cfg):
         assert tokens['patches'].shape == (2, 16, 64)
 
 
-def test_pairs_demo_trains_elastically_on_the_pairs_scenes(tiny_data, tmp_path):
-    """The elastic dense demo: 3 iterations on the tiny pairs scenes, each at a drawn budget,
-    then validation at the full one."""
-    cfg = Config.fromfile(
-        osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_veca-demo-elastic_shapes-pairs.py'))
+# The elastic dense demos: (config, its set of the bundled data, its classes).
+ELASTIC_DENSE_DEMOS = (
+    ('upernet_veca-demo-elastic_shapes-pairs.py', 'pairs', ('background', 'paired', 'single')),
+    ('linear_veca-demo-elastic_shapes-ade.py', 'ade', ('background', 'circle', 'square',
+                                                       'triangle')),
+)
+
+
+@pytest.mark.parametrize(
+    'config,data,classes', ELASTIC_DENSE_DEMOS, ids=[d[1] for d in ELASTIC_DENSE_DEMOS])
+def test_elastic_dense_demo_trains_the_backbone_at_drawn_budgets(config, data, classes, tiny_data,
+                                                                 tmp_path):
+    """3 iterations on the tiny scenes, each at a drawn budget, the backbone learning with the
+    head, then validation at the full budget."""
+    cfg = Config.fromfile(osp.join(REPO_ROOT, 'configs', 'demo', config))
     assert [h.type for h in cfg.custom_hooks] == ['mmlinear.ElasticCoreBudgetHook']
-    assert cfg.model.decode_head.num_classes == cfg.model.auxiliary_head.num_classes == 3
-    short_run(cfg, osp.join(tiny_data, 'pairs'), str(tmp_path / 'work'))
+    assert cfg.model.decode_head.num_classes == len(classes)
+    short_run(cfg, osp.join(tiny_data, data), str(tmp_path / 'work'))
     torch.manual_seed(0)
     runner = Runner.from_cfg(cfg)
-    assert runner.train_dataloader.dataset.metainfo['classes'] == ('background', 'paired', 'single')
+    assert runner.train_dataloader.dataset.metainfo['classes'] == classes
+    backbone = runner.model.backbone
+    assert all(p.requires_grad for p in backbone.parameters())
+    before = {k: v.detach().clone() for k, v in backbone.named_parameters()}
     runner.train()
     drawn = runner.message_hub.get_scalar('train/active_cores').data[0]
     assert len(drawn) == 3 and set(drawn) <= set(REFERENCE_BUDGETS)
-    assert runner.model.backbone.active_cores == 64  # left at the evaluation budget
+    assert backbone.active_cores == 64  # left at the evaluation budget
+    # Trained end to end: the patch embedding and the first core chunk (active at every
+    # budget) moved.
+    for name in ('patch_embed.proj.weight', 'query_token_chunks.0'):
+        assert not torch.equal(dict(backbone.named_parameters())[name], before[name]), name
     metrics = runner.val_loop.run()
     assert 0 <= metrics['mIoU'] <= 100

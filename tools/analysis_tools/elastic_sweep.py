@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import os.path as osp
+import textwrap
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -119,7 +120,8 @@ def plot(rows: List[dict], metric: str, path: str, title: str) -> None:
     twin = ax.twinx()
     twin.plot(budgets, [r['latency_ms'] for r in rows], marker='s', color='C1')
     twin.set_ylabel('latency (ms)', color='C1')
-    ax.set_title(title, fontsize=8)
+    # Wrapped: a config's name alone can be wider than the figure.
+    ax.set_title(textwrap.fill(title, 60), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -32,6 +32,11 @@ def usable_cpus() -> int:
 # pytest-xdist workers (`make test` runs two) share the CPUs.
 workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1'))
 os.environ.setdefault('OMP_NUM_THREADS', str(max(1, usable_cpus() // workers)))
+# mmlinear.ops.linear otherwise measures at first use which CPU backend runs a layer, and a
+# choice made by the machine's speed would change outputs at rounding level from run to run.
+# The tests of the other backends ask for them (tests/test_ops/test_linear.py,
+# tests/test_models/test_backbones/test_cpu_backends.py).
+os.environ.setdefault('MMLINEAR_CPU_BACKEND', 'pytorch')
 
 
 def pytest_addoption(parser):

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mmlinear.ops import Linear
+from mmlinear.utils.precision import autocast_dtype
 from ..utils import extend_padding_mask
 from .rope2d import apply_rope
 
@@ -78,6 +79,10 @@ class CorePeripheryAttention(nn.Module):
         if cos.shape[-2] != x.shape[1] or sin.shape[-2] != x.shape[1]:
             raise ValueError(f'cos and sin must hold the angles of the {x.shape[1]} tokens, got '
                              f'{tuple(cos.shape)} and {tuple(sin.shape)}')
+        dtype = autocast_dtype(x.device.type)
+        if dtype is not None and x.dtype == torch.float32:
+            # Autocast would cast x for each of the three projections: cast it once.
+            x = x.to(dtype)
         q = apply_rope(self.split_heads(self.q_proj(x)), cos, sin)
         k = apply_rope(self.split_heads(self.k_proj(x)), cos, sin)
         v = self.split_heads(self.v_proj(x))

@@ -56,31 +56,14 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-CLASSES = ('circle', 'square', 'triangle')
-# Rotation that stands a shape upright: squares axis-aligned, triangles pointing up.
-UPRIGHT = {'circle': 0., 'square': math.pi / 4, 'triangle': -math.pi / 2}
+# The shapes' classes, upright rotations and polygons, shared with the benchmark's large scene.
+from mmlinear.utils.shape_geometry import SHAPE_CLASSES as CLASSES
+from mmlinear.utils.shape_geometry import UPRIGHT, shape_polygon
+
 RELATION_CLASSES = ('same', 'different')
 RELATION_PALETTE = ((230, 40, 40), (40, 200, 60), (50, 90, 240), (240, 220, 40), (220, 60, 220),
                     (40, 220, 230))
 STAMP = '.complete.json'
-
-
-def shape_polygon(kind: str, cx: float, cy: float, radius: float,
-                  angle: float) -> List[Tuple[float, float]]:
-    """Vertices of a shape centred at (cx, cy) with circumradius ``radius``.
-
-    Args:
-        kind (str): 'circle' (a 32-gon), 'square' or 'triangle'.
-        cx, cy (float): Centre in pixels.
-        radius (float): Circumradius in pixels.
-        angle (float): Rotation in radians.
-
-    Returns:
-        list[tuple[float, float]]: Polygon vertices, also used as the COCO segmentation.
-    """
-    sides = {'circle': 32, 'square': 4, 'triangle': 3}[kind]
-    return [(cx + radius * math.cos(angle + 2 * math.pi * i / sides),
-             cy + radius * math.sin(angle + 2 * math.pi * i / sides)) for i in range(sides)]
 
 
 def polygon_area(points: List[Tuple[float, float]]) -> float:

@@ -5,11 +5,7 @@ from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
-#: The demo detector's classes (the shapes of the demo datasets), and their rotation that
-#: stands them upright as the demo data draws them (squares axis-aligned, triangles up).
-SHAPE_CLASSES = ('circle', 'square', 'triangle')
-UPRIGHT = {'circle': 0., 'square': math.pi / 4, 'triangle': -math.pi / 2}
-SIDES = {'circle': 32, 'square': 4, 'triangle': 3}
+from mmlinear.utils.shape_geometry import SHAPE_CLASSES, UPRIGHT, shape_polygon
 
 
 class ShapeScene(NamedTuple):
@@ -74,8 +70,7 @@ def shape_scene(size: int,
         grid.setdefault(key, []).append((cx, cy, radius))
         label = int(rng.integers(len(SHAPE_CLASSES)))
         kind = SHAPE_CLASSES[label]
-        angles = UPRIGHT[kind] + 2 * math.pi * np.arange(SIDES[kind]) / SIDES[kind]
-        points = np.stack([cx + radius * np.cos(angles), cy + radius * np.sin(angles)], 1)
+        points = np.array(shape_polygon(kind, cx, cy, radius, UPRIGHT[kind]))
         draw.polygon([tuple(p) for p in points.tolist()],
                      fill=tuple(int(c) for c in rng.integers(120, 256, 3)))
         boxes.append([*points.min(0).clip(0, size), *points.max(0).clip(0, size)])

@@ -27,6 +27,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from mmlinear.utils.ext_loader import exporting
+from mmlinear.utils.precision import autocast_dtype
 from mmlinear.utils.timing import interleaved_ms
 
 #: The environment variable that overrides the measured choice.
@@ -81,8 +82,8 @@ def inference_dtype(x: Tensor, *params: Optional[Tensor]) -> Optional[torch.dtyp
     if any(t.device.type != 'cpu' for t in tensors):
         return None
     dtypes = {t.dtype for t in tensors}
-    if torch.is_autocast_enabled('cpu'):
-        dtype = torch.get_autocast_dtype('cpu')
+    dtype = autocast_dtype('cpu')
+    if dtype is not None:
         if not dtypes <= {torch.float32, dtype}:
             return None
     elif len(dtypes) > 1:

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mmlinear.utils.precision import autocast_dtype
 from .cpu_dispatch import choose, inference_dtype, onednn_available
 
 #: The activations a linear layer can fuse.
@@ -32,10 +33,19 @@ BACKENDS = ('pytorch', 'onednn')
 MEASURE_ROWS = 4096
 
 
-def check_activation(activation: Optional[str]) -> None:
-    """Raise a ValueError naming :data:`ACTIVATIONS` for any other value."""
+def check_activation(activation: Optional[str], width: Optional[int] = None) -> None:
+    """Raise a ValueError for an activation outside :data:`ACTIVATIONS` (naming them), or
+    for 'swiglu' on an odd matmul width (the gate takes its two halves).
+
+    Args:
+        activation (str, optional): The activation.
+        width (int, optional): The matmul's output width, where known.
+    """
     if activation not in ACTIVATIONS:
         raise ValueError(f'activation must be one of {ACTIVATIONS}, got {activation!r}')
+    if activation == 'swiglu' and width is not None and width % 2:
+        raise ValueError(f'the SwiGLU gate needs an even out_features (its two halves), got '
+                         f'{width}')
 
 
 def activate(y: Tensor, activation: Optional[str]) -> Tensor:
@@ -49,12 +59,10 @@ def activate(y: Tensor, activation: Optional[str]) -> Tensor:
     Returns:
         Tensor: (..., F), or (..., h) for 'swiglu'.
     """
-    check_activation(activation)
+    check_activation(activation, y.shape[-1])
     if activation == 'gelu':
         return F.gelu(y)
     if activation == 'swiglu':
-        if y.shape[-1] % 2:
-            raise ValueError(f'the SwiGLU gate needs an even width, got {y.shape[-1]}')
         u, g = y.chunk(2, dim=-1)
         return F.silu(u) * g
     return y
@@ -101,13 +109,13 @@ def linear(x: Tensor,
     Returns:
         Tensor: (..., out_features), or (..., out_features // 2) for 'swiglu'.
     """
-    check_activation(activation)
+    check_activation(activation, weight.shape[0])
     dtype = inference_dtype(x, weight, bias)
     if dtype is None or not onednn_available():
         return linear_reference(x, weight, bias, activation)
     if _backend(dtype, weight.shape[1], weight.shape[0], bias is not None, activation) == 'pytorch':
         return linear_reference(x, weight, bias, activation)
-    if torch.is_autocast_enabled('cpu'):
+    if autocast_dtype('cpu') is not None:
         x, weight = x.to(dtype), weight.to(dtype)
         bias = None if bias is None else bias.to(dtype)
     return _onednn_linear(x, weight, bias, activation)
@@ -149,9 +157,7 @@ class Linear(nn.Linear):
                  out_features: int,
                  bias: bool = True,
                  activation: Optional[str] = None) -> None:
-        check_activation(activation)
-        if activation == 'swiglu' and out_features % 2:
-            raise ValueError(f'a SwiGLU layer needs an even out_features, got {out_features}')
+        check_activation(activation, out_features)
         super().__init__(in_features, out_features, bias)
         self.activation = activation
 

@@ -44,7 +44,7 @@ import resource
 import sys
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from mmengine.config import DictAction
@@ -56,6 +56,7 @@ from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.models.detectors import StreamedDetection
 from mmlinear.models.segmentors import StreamedSegmentation
 from mmlinear.models.utils.stream_memory import GB
+from mmlinear.models.utils.streamed_parts import BandPlan, StreamedBands
 from mmlinear.models.utils.token_stream import BUFFERS
 from mmlinear.utils.atomic_checkpoint import write_file_atomic
 
@@ -135,33 +136,34 @@ def write_json(path: str, data: Any) -> None:
     write_file_atomic(path, json.dumps(data).encode())
 
 
-def plan_bands(args: argparse.Namespace, streamed: Union[StreamedSegmentation, StreamedDetection],
-               image: Any, **memory_options: int) -> Tuple[int, int, Any]:
+def plan_image_bands(args: argparse.Namespace, streamed: StreamedBands, image: Any,
+                     **memory_options: int) -> BandPlan:
     """Pick the band heights (the tallest whose predicted peak fits ``--mem-limit-gb``),
     predict the peak memory with them and print it with the image, before any work.
 
     Args:
         args (argparse.Namespace): The command line (``mem_limit_gb``, ``buffer``, ``image``).
-        streamed (StreamedSegmentation | StreamedDetection): The model, streamed.
+        streamed (StreamedBands): The model, streamed (segmentation or detection).
         image (array-like): The (H, W, C) or (H, W) image, read by rows (never held whole).
         **memory_options (int): What else the model's peak depends on (segmentation:
             ``output_bytes``, the whole-image outputs held in memory).
 
     Returns:
-        tuple[int, int, Any]: The backbone's and the heads' band heights, and the predicted
-        memory (its ``describe()`` and ``total_bytes``).
+        BandPlan: The backbone's and the heads' band heights, and the predicted memory.
     """
     height, width = image.shape[:2]
     shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
-    options = dict(buffer=args.buffer, input_in_memory=False, **memory_options)
-    chunk_rows, head_rows = streamed.pick_rows(shape, mem_limit_gb=args.mem_limit_gb, **options)
-    predicted = streamed.predict_memory(
-        shape, chunk_rows=chunk_rows, head_rows=head_rows, **options)
+    plan = streamed.plan_bands(
+        shape,
+        mem_limit_gb=args.mem_limit_gb,
+        buffer=args.buffer,
+        input_in_memory=False,
+        **memory_options)
     print(
         f'{args.image}: {height} x {width}, {shape[1]} bands ({image.dtype}); predicted '
-        f'peak {predicted.describe()}',
+        f'peak {plan.memory.describe()}',
         flush=True)
-    return chunk_rows, head_rows, predicted
+    return plan
 
 
 def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georeference: Any,
@@ -175,7 +177,7 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
     height, width = image.shape[:2]
     on_heap = output_bytes(streamed.num_classes, height, width,
                            args.probabilities) if args.buffer == 'memory' else 0
-    chunk_rows, head_rows, predicted = plan_bands(args, streamed, image, output_bytes=on_heap)
+    chunk_rows, head_rows, predicted = plan_image_bands(args, streamed, image, output_bytes=on_heap)
     result = segment_large_image(
         model,
         image,
@@ -206,7 +208,7 @@ def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georefe
     """
     streamed = StreamedDetection(model)
     height, width = image.shape[:2]
-    chunk_rows, head_rows, predicted = plan_bands(args, streamed, image)
+    chunk_rows, head_rows, predicted = plan_image_bands(args, streamed, image)
     instances = detect_large_image(
         model,
         image,

@@ -127,16 +127,9 @@ def _segmentation(model: Any, case: dict, height: int,
     streamed = StreamedSegmentation(model)
     shape = (1, 3, height, width)
     held = output_bytes(streamed.num_classes, height, width, False) if buffer == 'memory' else 0
-    chunk_rows, head_rows = streamed.pick_rows(
+    chunk_rows, head_rows, predicted = streamed.plan_bands(
         shape,
         chunk_rows=case.get('chunk_rows'),
-        buffer=buffer,
-        input_in_memory=False,
-        output_bytes=held)
-    predicted = streamed.predict_memory(
-        shape,
-        chunk_rows=chunk_rows,
-        head_rows=head_rows,
         buffer=buffer,
         input_in_memory=False,
         output_bytes=held)

@@ -12,7 +12,7 @@ from ..utils import check_choice
 from ..utils.band_progress import BandProgress
 from ..utils.band_resize import Span
 from ..utils.stream_memory import GB, StreamedMemory
-from ..utils.streamed_parts import pick_band_rows, streamed_parts
+from ..utils.streamed_parts import StreamedBands, streamed_parts
 from ..utils.token_stream import BUFFERS, allocate_buffer, row_bands
 
 
@@ -25,14 +25,14 @@ class StreamedDetectionMemory(NamedTuple):
     Attributes:
         backbone (StreamedMemory): The backbone's streamed forward.
         pyramid_bytes (int): The pyramid's levels held in memory (0 with 'disk' buffers).
-        band_bytes (int): The widest band of the neck or the RPN head.
+        head_band_bytes (int): The widest band of the neck or the RPN head.
         roi_bytes (int): The RoI heads: features of every proposal and detection, the head's
             activations, and the rows of a level read for a group of RoIs.
         head_rows (int): Rows of a level per band.
     """
     backbone: StreamedMemory
     pyramid_bytes: int
-    band_bytes: int
+    head_band_bytes: int
     roi_bytes: int
     head_rows: int
 
@@ -41,17 +41,17 @@ class StreamedDetectionMemory(NamedTuple):
         """int: The larger of the backbone's phase and the heads' (with the map and the
         pyramid)."""
         heads = self.backbone.input_bytes + self.backbone.output_bytes + self.pyramid_bytes + \
-            max(self.band_bytes, self.roi_bytes)
+            max(self.head_band_bytes, self.roi_bytes)
         return max(self.backbone.total_bytes, heads)
 
     def describe(self) -> str:
         """str: The total and its parts, in GB."""
         return (f'{self.total_bytes / GB:.2f} GB (backbone {self.backbone.describe()}; pyramid '
                 f'{self.pyramid_bytes / GB:.2f}; bands of {self.head_rows} rows '
-                f'{self.band_bytes / GB:.2f}; RoI heads {self.roi_bytes / GB:.2f})')
+                f'{self.head_band_bytes / GB:.2f}; RoI heads {self.roi_bytes / GB:.2f})')
 
 
-class StreamedDetection:
+class StreamedDetection(StreamedBands):
     """An mmdet two-stage detector (Mask R-CNN, Faster R-CNN) run over an image in bands of
     rows, seeing the whole image as mmdet's ``predict`` does.
 
@@ -70,6 +70,8 @@ class StreamedDetection:
             (``out_type='featmap'``), a ``SimpleFeaturePyramid`` neck with ``out_channels``,
             an ``RPNHead`` and a ``StandardRoIHead`` (its mask head optional).
     """
+
+    task = 'detection'
 
     def __init__(self, detector: nn.Module) -> None:
         from mmdet.models.roi_heads import FCNMaskHead, SingleRoIExtractor, StandardRoIHead
@@ -99,14 +101,13 @@ class StreamedDetection:
                                 f'SingleRoIExtractor, got {type(extractor).__name__}')
         self.detector, self.rpn_head, self.roi_head = detector, rpn_head, roi_head
 
-    @property
-    def in_channels(self) -> int:
-        """int: The bands (channels) of the images the backbone takes."""
-        return self.backbone.patch_embed.in_channels
-
     def level_shapes(self, image_shape: Sequence[int]) -> list:
         """(H, W) of every pyramid level for (B, C, H, W) images."""
         return self.neck.level_shapes(self.backbone._grid_shape(image_shape))
+
+    def finest_rows(self, image_shape: Sequence[int]) -> int:
+        """Rows of the pyramid's finest level for (B, C, H, W) images."""
+        return self.level_shapes(image_shape)[0][0]
 
     def predict_memory(self,
                        image_shape: Sequence[int],
@@ -169,42 +170,6 @@ class StreamedDetection:
             values = max(values, detections * mask_size[0] * mask_size[1] * mask_values)
         return values + head_rows * max(w for _, w in shapes) * channels
 
-    def pick_rows(self,
-                  image_shape: Sequence[int],
-                  *,
-                  chunk_rows: Optional[int] = None,
-                  head_rows: Optional[int] = None,
-                  mem_limit_gb: Optional[float] = None,
-                  buffer: str = 'memory',
-                  input_in_memory: bool = True) -> Tuple[int, int]:
-        """The backbone's and the heads' band heights.
-
-        Without a limit, heights not given are the tallest whose bands hold at most
-        :attr:`BasePlainBackbone.default_band_bytes`; with ``mem_limit_gb`` the tallest whose
-        predicted peak fits (at most the heights given), and a limit that no band meets is
-        refused (ValueError, with the predicted figure).
-
-        Returns:
-            tuple[int, int]: (chunk_rows, head_rows).
-        """
-        return pick_band_rows(
-            self.backbone,
-            image_shape,
-            lambda backbone_rows, rows: self.predict_memory(
-                image_shape,
-                chunk_rows=backbone_rows,
-                head_rows=rows,
-                buffer=buffer,
-                input_in_memory=input_in_memory),
-            lambda memory: memory.band_bytes,
-            self.level_shapes(image_shape)[0][0],
-            'detection',
-            chunk_rows=chunk_rows,
-            head_rows=head_rows,
-            mem_limit_gb=mem_limit_gb,
-            buffer=buffer,
-            input_in_memory=input_in_memory)
-
     def predict(self,
                 image: Any,
                 *,
@@ -242,7 +207,7 @@ class StreamedDetection:
         if len(shape) != 4 or shape[0] != 1:
             raise ValueError(f'expected one image of shape (1, C, H, W), got '
                              f'{shape if shape else type(image).__name__}')
-        chunk_rows, head_rows = self.pick_rows(
+        chunk_rows, head_rows, _ = self.plan_bands(
             shape,
             chunk_rows=chunk_rows,
             head_rows=head_rows,

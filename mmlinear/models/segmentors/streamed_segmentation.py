@@ -10,7 +10,7 @@ from ..utils import check_choice
 from ..utils.band_progress import BandProgress
 from ..utils.band_resize import Span, resize_band, source_span
 from ..utils.stream_memory import GB, StreamedMemory
-from ..utils.streamed_parts import pick_band_rows, streamed_parts
+from ..utils.streamed_parts import StreamedBands, streamed_parts
 from ..utils.token_stream import BUFFERS, check_head_rows, row_bands
 
 
@@ -48,7 +48,7 @@ class StreamedSegmentationMemory(NamedTuple):
                 f'{self.output_bytes / GB:.2f})')
 
 
-class StreamedSegmentation:
+class StreamedSegmentation(StreamedBands):
     """An mmseg ``EncoderDecoder`` run over an image in bands of rows.
 
     The backbone streams (:meth:`BasePlainBackbone.forward_streamed`) and leaves its map
@@ -63,16 +63,13 @@ class StreamedSegmentation:
             (``out_type='featmap'``), a ``SimpleFeaturePyramid`` neck and a ``UPerHead``.
     """
 
+    task = 'segmentation'
+
     def __init__(self, segmentor: nn.Module) -> None:
-        backbone, neck = streamed_parts(segmentor, 'segmentation')
+        backbone, neck = streamed_parts(segmentor, self.task)
         self.segmentor = segmentor
         self.backbone, self.neck, self.decode_head = backbone, neck, segmentor.decode_head
         check_uper_head(self.decode_head)
-
-    @property
-    def in_channels(self) -> int:
-        """int: The bands (channels) of the images the backbone takes."""
-        return self.backbone.patch_embed.in_channels
 
     @property
     def num_classes(self) -> int:
@@ -82,7 +79,7 @@ class StreamedSegmentation:
     def _map_shape(self, image_shape: Sequence[int]) -> Tuple[int, int]:
         return self.backbone._grid_shape(image_shape)
 
-    def _finest_rows(self, image_shape: Sequence[int]) -> int:
+    def finest_rows(self, image_shape: Sequence[int]) -> int:
         """Rows of the head's finest input level for (B, C, H, W) images."""
         levels = self.neck.level_shapes(self._map_shape(image_shape))
         return levels[self.decode_head.in_index[0]][0]
@@ -109,7 +106,7 @@ class StreamedSegmentation:
             tuple[Span, Span]: (image rows, finest-level rows).
         """
         check_head_rows(head_rows)
-        height, finest_rows = image_shape[2], self._finest_rows(image_shape)
+        height, finest_rows = image_shape[2], self.finest_rows(image_shape)
         rows_per_band = max(1, head_rows * height // finest_rows)
         align = self.decode_head.align_corners
         for span in row_bands(height, rows_per_band):
@@ -146,44 +143,6 @@ class StreamedSegmentation:
         resized = 2 * self.num_classes * (rows[1] - rows[0]) * W
         band_bytes = B * (head.band_elements(finest) + resized) * itemsize
         return StreamedSegmentationMemory(backbone, band_bytes, output_bytes, head_rows)
-
-    def pick_rows(self,
-                  image_shape: Sequence[int],
-                  *,
-                  chunk_rows: Optional[int] = None,
-                  head_rows: Optional[int] = None,
-                  mem_limit_gb: Optional[float] = None,
-                  buffer: str = 'memory',
-                  input_in_memory: bool = True,
-                  output_bytes: int = 0) -> Tuple[int, int]:
-        """The backbone's and the head's band heights.
-
-        Without a limit, heights not given are the tallest whose band holds at most
-        :attr:`BasePlainBackbone.default_band_bytes`; with ``mem_limit_gb`` the tallest whose
-        predicted peak fits (at most the heights given), and a limit that no band meets is
-        refused (ValueError, with the predicted figure).
-
-        Returns:
-            tuple[int, int]: (chunk_rows, head_rows).
-        """
-        return pick_band_rows(
-            self.backbone,
-            image_shape,
-            lambda backbone_rows, rows: self.predict_memory(
-                image_shape,
-                chunk_rows=backbone_rows,
-                head_rows=rows,
-                buffer=buffer,
-                input_in_memory=input_in_memory,
-                output_bytes=output_bytes),
-            lambda memory: memory.head_band_bytes,
-            self._finest_rows(image_shape),
-            'segmentation',
-            chunk_rows=chunk_rows,
-            head_rows=head_rows,
-            mem_limit_gb=mem_limit_gb,
-            buffer=buffer,
-            input_in_memory=input_in_memory)
 
     def logit_bands(self,
                     image: Any,
@@ -224,7 +183,7 @@ class StreamedSegmentation:
         if len(shape) != 4:
             raise ValueError(f'expected images of shape (B, C, H, W), got '
                              f'{shape if shape else type(image).__name__}')
-        chunk_rows, head_rows = self.pick_rows(
+        chunk_rows, head_rows, _ = self.plan_bands(
             shape,
             chunk_rows=chunk_rows,
             head_rows=head_rows,

@@ -1,7 +1,8 @@
 """The parts a model needs to run over bands of rows: an mmlinear backbone that streams its
-map and the simple pyramid neck, and the choice of the band heights (shared by streamed
-segmentation and detection)."""
-from typing import Any, Callable, Optional, Sequence, Tuple
+map and the simple pyramid neck, and the choice of the band heights (:class:`StreamedBands`,
+shared by streamed segmentation and detection)."""
+from abc import ABC, abstractmethod
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 from torch import nn
 
@@ -39,71 +40,119 @@ def streamed_parts(model: nn.Module, task: str) -> Tuple[BasePlainBackbone, Simp
     return backbone, neck
 
 
-def pick_band_rows(backbone: BasePlainBackbone,
+class BandPlan(NamedTuple):
+    """The band heights of a streamed model and its predicted peak memory with them.
+
+    Attributes:
+        chunk_rows (int): The backbone's band height (patch rows).
+        head_rows (int): The heads' band height (rows of their finest level).
+        memory (Any): The model's prediction with these heights: an object with
+            ``total_bytes`` and ``describe()`` (``StreamedSegmentationMemory``,
+            ``StreamedDetectionMemory``).
+    """
+    chunk_rows: int
+    head_rows: int
+    memory: Any
+
+
+class StreamedBands(ABC):
+    """What streamed segmentation and detection share: the backbone's and the heads' band
+    heights, picked from the model's own prediction of its peak memory.
+
+    A subclass sets :attr:`task` and ``backbone`` and defines :meth:`predict_memory` (whose
+    prediction has ``total_bytes``, ``head_band_bytes`` and ``describe()``) and
+    :meth:`finest_rows`.
+    """
+
+    #: What the model does, for the errors ('segmentation', 'detection').
+    task: str
+    backbone: BasePlainBackbone
+
+    @property
+    def in_channels(self) -> int:
+        """int: The bands (channels) of the images the backbone takes."""
+        return self.backbone.patch_embed.in_channels
+
+    @abstractmethod
+    def predict_memory(self, image_shape: Sequence[int], *, chunk_rows: int, head_rows: int,
+                       buffer: str, input_in_memory: bool, **memory_options: int) -> Any:
+        """The model's peak memory beyond the weights with these band heights, before any
+        work: an object with ``total_bytes``, ``head_band_bytes`` and ``describe()``."""
+
+    @abstractmethod
+    def finest_rows(self, image_shape: Sequence[int]) -> int:
+        """Rows of the heads' finest level for (B, C, H, W) images (the tallest head band)."""
+
+    def plan_bands(self,
                    image_shape: Sequence[int],
-                   memory_at: Callable[[int, int], Any],
-                   head_band_bytes: Callable[[Any], int],
-                   finest_rows: int,
-                   task: str,
                    *,
                    chunk_rows: Optional[int] = None,
                    head_rows: Optional[int] = None,
                    mem_limit_gb: Optional[float] = None,
                    buffer: str = 'memory',
-                   input_in_memory: bool = True) -> Tuple[int, int]:
-    """The backbone's and the head's band heights of a streamed model.
+                   input_in_memory: bool = True,
+                   **memory_options: int) -> BandPlan:
+        """The backbone's and the heads' band heights, and the predicted peak with them.
 
-    Without a limit, heights not given are the tallest whose head band holds at most
-    :attr:`BasePlainBackbone.default_band_bytes`; with ``mem_limit_gb`` the tallest whose
-    predicted peak fits (at most the heights given), and a limit that no band meets is refused
-    before any work.
+        Without a limit, heights not given are the tallest whose head band holds at most
+        :attr:`BasePlainBackbone.default_band_bytes`; with ``mem_limit_gb`` the tallest whose
+        predicted peak fits (at most the heights given), and a limit that no band meets is
+        refused before any work.
 
-    Args:
-        backbone (BasePlainBackbone): The streamed backbone (it picks its own band height).
-        image_shape (Sequence[int]): (B, C, H, W).
-        memory_at (Callable[[int, int], Any]): The model's memory prediction for (backbone
-            rows, head rows): an object with ``total_bytes`` and ``describe()``.
-        head_band_bytes (Callable[[Any], int]): The bytes of one head band in a prediction.
-        finest_rows (int): Rows of the head's finest level (the tallest head band).
-        task (str): What the caller does, for the error ('segmentation', 'detection').
-        chunk_rows (int, optional): The backbone's band height (patch rows), if given.
-        head_rows (int, optional): The head's band height (rows of its finest level).
-        mem_limit_gb (float, optional): The limit of the predicted peak.
-        buffer (str): 'memory' or 'disk', the backbone's residual stream.
-        input_in_memory (bool): Whether the image is one array in memory.
+        Args:
+            image_shape (Sequence[int]): (B, C, H, W).
+            chunk_rows (int, optional): The backbone's band height (patch rows), if given.
+            head_rows (int, optional): The heads' band height (rows of their finest level).
+            mem_limit_gb (float, optional): The limit of the predicted peak.
+            buffer (str): 'memory' or 'disk', the backbone's residual stream.
+            input_in_memory (bool): Whether the image is one array in memory.
+            **memory_options (int): What else the peak depends on (segmentation:
+                ``output_bytes``, the whole-image outputs the caller holds).
 
-    Returns:
-        tuple[int, int]: (chunk_rows, head_rows).
+        Returns:
+            BandPlan: (chunk_rows, head_rows, memory).
 
-    Raises:
-        ValueError: A height below 1, or a limit that even one-row bands exceed (with the
-            predicted figure).
-    """
-    if chunk_rows is not None:
-        check_chunk_rows(chunk_rows)
-    if head_rows is not None:
-        check_head_rows(head_rows)
+        Raises:
+            ValueError: A height below 1, or a limit that even one-row bands exceed (with the
+                predicted figure).
+        """
+        if chunk_rows is not None:
+            check_chunk_rows(chunk_rows)
+        if head_rows is not None:
+            check_head_rows(head_rows)
 
-    def fits(memory: Any) -> bool:
-        if mem_limit_gb is None:
-            return head_band_bytes(memory) <= backbone.default_band_bytes
-        return memory.total_bytes <= mem_limit_gb * GB
+        def memory_at(backbone_rows: int, rows: int) -> Any:
+            return self.predict_memory(
+                image_shape,
+                chunk_rows=backbone_rows,
+                head_rows=rows,
+                buffer=buffer,
+                input_in_memory=input_in_memory,
+                **memory_options)
 
-    if mem_limit_gb is not None:
-        needed = memory_at(chunk_rows or backbone.stream_row_alignment, 1)
-        if not fits(needed):
-            raise ValueError(f'streamed {task} needs {needed.describe()}, limit '
-                             f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use "
-                             f"buffer='disk' or an image read by rows from a file")
-    chunk_rows = backbone.pick_chunk_rows(image_shape, chunk_rows, mem_limit_gb, buffer,
-                                          input_in_memory)
-    if head_rows is not None and mem_limit_gb is None:
-        return chunk_rows, head_rows
-    if not fits(memory_at(chunk_rows, 1)):  # without a limit: even one row passes the mark
-        return chunk_rows, 1
-    # The tallest head band that fits (the prediction grows with the band).
-    low, high = 1, min(head_rows or finest_rows, finest_rows)
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if fits(memory_at(chunk_rows, middle)) else (low, middle - 1)
-    return chunk_rows, low
+        def fits(memory: Any) -> bool:
+            if mem_limit_gb is None:
+                return memory.head_band_bytes <= self.backbone.default_band_bytes
+            return memory.total_bytes <= mem_limit_gb * GB
+
+        if mem_limit_gb is not None:
+            needed = memory_at(chunk_rows or self.backbone.stream_row_alignment, 1)
+            if not fits(needed):
+                raise ValueError(f'streamed {self.task} needs {needed.describe()}, limit '
+                                 f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use "
+                                 f"buffer='disk' or an image read by rows from a file")
+        chunk_rows = self.backbone.pick_chunk_rows(image_shape, chunk_rows, mem_limit_gb, buffer,
+                                                   input_in_memory)
+        if head_rows is None or mem_limit_gb is not None:
+            one_row = memory_at(chunk_rows, 1)
+            if not fits(one_row):  # without a limit: even one row passes the mark
+                return BandPlan(chunk_rows, 1, one_row)
+            # The tallest head band that fits (the prediction grows with the band).
+            finest = self.finest_rows(image_shape)
+            low, high = 1, min(head_rows or finest, finest)
+            while low < high:
+                middle = (low + high + 1) // 2
+                low, high = (middle, high) if fits(memory_at(chunk_rows, middle)) else \
+                    (low, middle - 1)
+            head_rows = low
+        return BandPlan(chunk_rows, head_rows, memory_at(chunk_rows, head_rows))

@@ -6,26 +6,12 @@
 # Weight decay skips the norms, the biases, the position table and the class token, as DeiT
 # trains. The ViT attends to the padding of a batch (it takes no padding mask).
 # Generate the data first: python tools/misc/make_tiny_datasets.py
-_base_ = ['./mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py']
+_base_ = [
+    './mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py', '../_base_/deit_variables.py'
+]
 custom_imports = dict(imports=['mmlinear.models', 'mmpretrain.models'], allow_failed_imports=False)
 
 # Trained from scratch as the WeightFormer demo is: the stride-16 pyramid (strides 4 to 32).
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='mmpretrain.VisionTransformer',
-        arch=dict(embed_dims=96, num_layers=5, num_heads=4, feedforward_channels=384),
-        img_size=128,
-        patch_size=16,
-        out_type='featmap',
-        out_indices=-1))  # mmpretrain's ViT rewrites its indices in place: not a tuple
+model = dict(backbone={{_base_.deit_demo_dense_backbone}})
 
-optim_wrapper = dict(
-    paramwise_cfg=dict(
-        _delete_=True,
-        norm_decay_mult=0.,
-        bias_decay_mult=0.,
-        custom_keys={
-            '.pos_embed': dict(decay_mult=0.),
-            '.cls_token': dict(decay_mult=0.)
-        }))
+optim_wrapper = dict(paramwise_cfg={{_base_.deit_replacing_paramwise_cfg}})

@@ -8,7 +8,7 @@
 # no padding mask), as every mmdet ViT does. To start from an ImageNet DeiT-T checkpoint of
 # mmpretrain, add
 # model.backbone.init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.').
-_base_ = ['../_base_/mask-rcnn_simple-pyramid_adamw_1x_coco.py']
+_base_ = ['../_base_/mask-rcnn_simple-pyramid_adamw_1x_coco.py', '../_base_/deit_variables.py']
 custom_imports = dict(imports=['mmlinear.models', 'mmpretrain.models'], allow_failed_imports=False)
 
 model = dict(
@@ -20,11 +20,4 @@ model = dict(
         out_indices=-1),  # mmpretrain's ViT rewrites its indices in place: not a tuple
     neck=dict(in_channels=192))
 
-optim_wrapper = dict(
-    paramwise_cfg=dict(
-        norm_decay_mult=0.,
-        bias_decay_mult=0.,
-        custom_keys={
-            '.pos_embed': dict(decay_mult=0.),
-            '.cls_token': dict(decay_mult=0.)
-        }))
+optim_wrapper = dict(paramwise_cfg={{_base_.deit_paramwise_cfg}})

@@ -6,7 +6,9 @@
 # table and the class token, as DeiT trains. To start from an ImageNet DeiT-S checkpoint of
 # mmpretrain, add
 # model.backbone.init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.').
-_base_ = ['../_base_/upernet_simple-pyramid_adamw_160k_ade20k-512x512.py']
+_base_ = [
+    '../_base_/upernet_simple-pyramid_adamw_160k_ade20k-512x512.py', '../_base_/deit_variables.py'
+]
 custom_imports = dict(imports=['mmlinear.models', 'mmpretrain.models'], allow_failed_imports=False)
 
 model = dict(
@@ -21,11 +23,4 @@ model = dict(
     decode_head=dict(in_channels=[96, 192, 384, 384]),
     auxiliary_head=dict(in_channels=384))
 
-optim_wrapper = dict(
-    paramwise_cfg=dict(
-        norm_decay_mult=0.,
-        bias_decay_mult=0.,
-        custom_keys={
-            '.pos_embed': dict(decay_mult=0.),
-            '.cls_token': dict(decay_mult=0.)
-        }))
+optim_wrapper = dict(paramwise_cfg={{_base_.deit_paramwise_cfg}})

@@ -125,9 +125,12 @@ def test_deit_baselines_differ_from_weightformer_only_in_the_backbone(baseline, 
         Config.fromfile(osp.join(REPO_ROOT, 'configs', name)).to_dict() for name in (baseline, twin)
     ]
     backbones = [cfg['model'].pop('backbone') for cfg in configs]
+    deit_variables = Config.fromfile(osp.join(REPO_ROOT, 'configs/_base_/deit_variables.py'))
     for cfg in configs:
         cfg['optim_wrapper'].pop('paramwise_cfg')
         cfg.pop('custom_imports')
+        for name in deit_variables:  # the baseline's shared settings, as variables
+            cfg.pop(name, None)
     assert configs[0] == configs[1]
     deit, weightformer = backbones
     assert deit['type'] == 'mmpretrain.VisionTransformer'

@@ -5,7 +5,7 @@ import pytest
 
 from mmlinear.cli.benchmark import (fit_exponent, fit_line, format_exponent, machine_info,
                                     markdown_tables, summarize_fits, write_outputs)
-from mmlinear.cli.benchmark.report import streamed_table
+from mmlinear.cli.benchmark.report import KERNEL_ISA_VARIABLES, kernel_isa, streamed_table
 
 
 def test_fit_exponent_recovers_power_laws_over_the_largest_points():
@@ -77,6 +77,20 @@ def test_fits_and_tables_per_series():
                         '160 ms / 16 MB |')
     assert table[7].startswith('| big | fp32 | forward | 1 | n/a (one point) |')
     assert table[8] == '| lin | fp32 | forward | 1 | 1.00 | 1.00 | 4, 16, 64 |'
+
+
+def test_the_kernels_instruction_set_names_the_caps_in_effect(monkeypatch):
+    """A figure measured with the kernels capped below the CPU's own (to run those of a lesser
+    CPU) says so: the caps set are named beside ATen's capability, and none when unset."""
+    import torch
+    for name in KERNEL_ISA_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    capability = torch.backends.cpu.get_cpu_capability()
+    assert kernel_isa() == capability == machine_info('cpu')['kernel_isa']
+    monkeypatch.setenv('ONEDNN_MAX_CPU_ISA', 'AVX2')
+    monkeypatch.setenv('MKL_ENABLE_INSTRUCTIONS', 'AVX2')
+    assert kernel_isa() == (f'{capability} (ONEDNN_MAX_CPU_ISA=AVX2, '
+                            'MKL_ENABLE_INSTRUCTIONS=AVX2)')
 
 
 def test_outputs_are_written(tmp_path):

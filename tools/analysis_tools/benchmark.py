@@ -144,7 +144,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     settings = grid_settings(args)
     info = machine_info(args.device)
     print(
-        f'{info["date"]}: {info["cpu"]}, {args.threads} threads, load average '
+        f'{info["date"]}: {info["cpu"]} (kernels {info["kernel_isa"]}), {args.threads} threads, '
+        f'load average '
         f'{" ".join(f"{x:.2f}" for x in info["load_average"])}',
         flush=True)
 

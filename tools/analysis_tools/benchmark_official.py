@@ -42,7 +42,7 @@ from typing import Callable, Dict, Hashable, List, NamedTuple, Optional, Sequenc
 import torch
 from torch import Tensor, nn
 
-from mmlinear.cli.benchmark import interleaved_ms
+from mmlinear.cli.benchmark import interleaved_ms, machine_info
 from mmlinear.ops import BACKEND_VARIABLE, cpu_choices
 from mmlinear.ops.cpu_dispatch import requested_backend
 from mmlinear.utils.checkpoint_conversion import check_key_layout
@@ -345,7 +345,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     start_load = format_load('start')
-    print(f'{start_load}; torch {torch.__version__}, {args.threads} threads')
+    info = machine_info('cpu')
+    print(f'{start_load}; torch {torch.__version__}, {args.threads} threads; {info["cpu"]}, '
+          f'kernels {info["kernel_isa"]}')
     try:
         pairs = build_pairs(args)
     except FileNotFoundError as e:

@@ -204,6 +204,25 @@ def streamed_table(rows: List[dict]) -> List[str]:
     return lines
 
 
+#: Environment variables that cap the instruction set of the CPU kernels below the CPU's own
+#: (ATen's vectorised kernels and the extension's, oneDNN's, MKL's): set, they make this CPU
+#: run the kernels of a lesser one, so a figure measured under them names them.
+KERNEL_ISA_VARIABLES = ('ATEN_CPU_CAPABILITY', 'ONEDNN_MAX_CPU_ISA', 'MKL_ENABLE_INSTRUCTIONS')
+
+
+def kernel_isa() -> str:
+    """The instruction set the CPU kernels run, as a figure should name it.
+
+    Returns:
+        str: ATen's CPU capability (e.g. 'AVX512', 'AVX2'), and the caps of
+        :data:`KERNEL_ISA_VARIABLES` that are set, e.g. 'AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)'.
+    """
+    import torch
+    caps = [f'{name}={os.environ[name]}' for name in KERNEL_ISA_VARIABLES if os.environ.get(name)]
+    capability = torch.backends.cpu.get_cpu_capability()
+    return f'{capability} ({", ".join(caps)})' if caps else capability
+
+
 def machine_info(device: str) -> dict:
     """The machine, software and load the numbers were measured on.
 
@@ -211,8 +230,8 @@ def machine_info(device: str) -> dict:
         device (str): 'cpu' or 'cuda' (the GPU's name is added for 'cuda').
 
     Returns:
-        dict: ``date``, ``python``, ``torch``, ``cpu``, ``cpu_count``, ``load_average`` and
-        possibly ``gpu``.
+        dict: ``date``, ``python``, ``torch``, ``cpu``, ``kernel_isa`` (:func:`kernel_isa`),
+        ``cpu_count``, ``load_average`` and possibly ``gpu``.
     """
     import torch
     info = dict(
@@ -220,6 +239,7 @@ def machine_info(device: str) -> dict:
         python=platform.python_version(),
         torch=torch.__version__,
         cpu=platform.processor() or platform.machine(),
+        kernel_isa=kernel_isa(),
         cpu_count=os.cpu_count(),
         load_average=list(os.getloadavg()))
     try:

@@ -1,5 +1,6 @@
 """tools/misc/run_demo.py: each test metric is printed beside its target, and a missed target
 makes the demo exit non-zero, naming it (checked on made-up metrics, without training)."""
+import json
 import math
 import os.path as osp
 import re
@@ -117,6 +118,40 @@ def test_a_missed_target_stops_the_demo_naming_it(capsys, changes, missed):
     assert stop.value.code == f'demo targets missed: {missed}'
     # The figures and the total are printed before it stops.
     assert 'Total 300 s' in capsys.readouterr().out
+
+
+MACHINE = dict(
+    date='2026-12-04 23:16:30 UTC',
+    python='3.11.7',
+    torch='2.14.1',
+    cpu='Intel(R) Xeon(R) Processor',
+    kernel_isa='AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)',
+    cpu_count=2,
+    load_average=[0.2, 1.0, 1.5],
+    load_average_end=[2.0, 1.9, 1.7])
+
+
+def test_the_summary_names_the_machine_its_figures_were_measured_on(capsys):
+    run_demo.summarise(results(), 300.0, 'work_dirs/demo', machine=MACHINE)
+    out = capsys.readouterr().out
+    assert ('Measured on Intel(R) Xeon(R) Processor (kernels AVX2 (ONEDNN_MAX_CPU_ISA=AVX2), 2 '
+            'CPUs), torch 2.14.1, load average 0.20 / 1.00 / 1.50 at the start and 2.00 / 1.90 / '
+            '1.70 at the end; started 2026-12-04 23:16:30 UTC\nTotal 300 s') in out
+
+
+@pytest.mark.parametrize('changes, missed', [({}, []), ({'mIoU': 89.9}, ['mIoU 89.900 < 90'])])
+def test_the_record_holds_figures_targets_misses_and_machine(tmp_path, changes, missed):
+    path = tmp_path / 'demo_results.json'
+    run_demo.write_record(str(path), results(changes), 300.0, 2, MACHINE)
+    record = json.loads(path.read_text())
+    assert [model['config'] for model in record['models']] == [d.config for d in run_demo.DEMOS]
+    segmenter = record['models'][2]
+    assert segmenter['metrics']['mIoU'] == changes.get('mIoU', MEASURED['mIoU'])
+    assert segmenter['metrics']['IoU.triangle'] == MEASURED['IoU.triangle']
+    assert record['targets'] == {t.key: t.minimum for t in run_demo.TARGETS}
+    assert record['class_iou_minimum'] == run_demo.CLASS_IOU_MINIMUM
+    assert record['missed'] == missed
+    assert (record['seed'], record['seconds'], record['machine']) == (2, 300.0, MACHINE)
 
 
 def test_a_metric_that_was_not_logged_misses_its_target():

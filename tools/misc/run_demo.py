@@ -9,7 +9,9 @@ model.backbone.init_cfg.checkpoint=...``). Each model runs through ``tools/train
 ETA, and ends with the test metrics, each beside its target (the figures the README's demo
 table states), the segmenter's per-class IoU from mmseg's test log (every class has a target:
 a model that never predicts one class can still reach a fair mIoU), and the total time; it
-exits non-zero, naming them, when targets are missed.
+exits non-zero, naming them, when targets are missed. The figures are also written, with the
+machine they were measured on (CPU model, the instruction set its kernels ran, load before and
+after) and the seed, to ``<work dir>/demo_results.json``, a missed target included.
 Full logs go to ``work_dirs/demo/<task>/``. Run from the repository root after
 ``python tools/misc/make_tiny_datasets.py`` (``make demo`` does both). ``--only NAME ...``
 trains only the models named by their configs' names (the classifier too when a fine-tuning
@@ -203,10 +205,60 @@ def missed_targets(metrics: Dict[str, float], demos: Sequence[Demo] = DEMOS) -> 
     return missed
 
 
+def measured_on(machine: dict) -> str:
+    """The machine a run's figures were measured on, as a line of the summary.
+
+    Args:
+        machine (dict): ``machine_info('cpu')`` taken at the start, with ``load_average_end``.
+    """
+    loads = [
+        ' / '.join(f'{x:.2f}' for x in machine[key]) for key in ('load_average', 'load_average_end')
+    ]
+    return (f'Measured on {machine["cpu"]} (kernels {machine["kernel_isa"]}, '
+            f'{machine["cpu_count"]} CPUs), torch {machine["torch"]}, load average {loads[0]} at '
+            f'the start and {loads[1]} at the end; started {machine["date"]}')
+
+
+def write_record(path: str,
+                 results: List[Tuple[Demo, Dict[str, float], float]],
+                 seconds: float,
+                 seed: Optional[int],
+                 machine: dict,
+                 demos: Sequence[Demo] = DEMOS) -> None:
+    """Write a run's figures, targets and machine as JSON (before the targets are enforced,
+    so a run that misses one is recorded too).
+
+    Args:
+        path (str): The JSON file.
+        results (list[tuple[Demo, dict, float]]): Per model: the demo, its test metrics and
+            the seconds it took.
+        seconds (float): The whole run's time.
+        seed (int, optional): The training seed (None: the configs' seed).
+        machine (dict): ``machine_info('cpu')`` with ``load_average_end``.
+        demos (Sequence[Demo]): The models the run was asked for.
+    """
+    everything = {k: v for _, metrics, _ in results for k, v in metrics.items()}
+    record = dict(
+        models=[
+            dict(name=demo.name, config=demo.config, metrics=metrics, seconds=demo_seconds)
+            for demo, metrics, demo_seconds in results
+        ],
+        targets={t.key: t.minimum
+                 for t in TARGETS},
+        class_iou_minimum=CLASS_IOU_MINIMUM,
+        missed=missed_targets(everything, demos),
+        seconds=seconds,
+        seed=seed,
+        machine=machine)
+    with open(path, 'w') as f:
+        json.dump(record, f, indent=1)
+
+
 def summarise(results: List[Tuple[Demo, Dict[str, float], float]],
               seconds: float,
               work_dir: str,
-              demos: Sequence[Demo] = DEMOS) -> None:
+              demos: Sequence[Demo] = DEMOS,
+              machine: Optional[dict] = None) -> None:
     """Print each model's test metrics beside their targets, then check the targets.
 
     Args:
@@ -216,6 +268,7 @@ def summarise(results: List[Tuple[Demo, Dict[str, float], float]],
         work_dir (str): Where the logs and checkpoints are.
         demos (Sequence[Demo]): The models the run was asked for, whose targets are checked.
             Defaults to all of ``DEMOS``.
+        machine (dict, optional): The machine (:func:`measured_on`), printed before the total.
 
     Raises:
         SystemExit: Exit status 1, naming every missed target.
@@ -230,6 +283,8 @@ def summarise(results: List[Tuple[Demo, Dict[str, float], float]],
     everything = {k: v for _, metrics, _ in results for k, v in metrics.items()}
     print('  ' + ', '.join(f'{t.name} {with_target(t.key, everything[t.key])}'
                            for t in TARGETS if t.key in everything))
+    if machine is not None:
+        print(measured_on(machine))
     print(f'Total {seconds:.0f} s; logs and checkpoints in {work_dir}/')
     missed = missed_targets(everything, demos)
     if missed:
@@ -280,6 +335,8 @@ def main() -> None:
         raise SystemExit('the bundled data is missing: run '
                          'python tools/misc/make_tiny_datasets.py first')
     demos, classifier_checkpoint = selected_demos(args.only, args.work_dir)
+    from mmlinear.cli.benchmark.report import machine_info
+    machine = machine_info('cpu')
     start = time.time()
     remaining = sum(d.expected_seconds for d in demos)
     results = []
@@ -315,7 +372,12 @@ def main() -> None:
             '    ' + ', '.join(f'{k} = {with_target(k, metrics[k])}'
                                for k in demo.metrics) + f'  ({seconds:.0f} s)',
             flush=True)
-    summarise(results, time.time() - start, args.work_dir, demos)
+    seconds = time.time() - start
+    machine['load_average_end'] = list(os.getloadavg())
+    write_record(
+        osp.join(REPO_ROOT, args.work_dir, 'demo_results.json'), results, seconds, args.seed,
+        machine, demos)
+    summarise(results, seconds, args.work_dir, demos, machine)
 
 
 if __name__ == '__main__':

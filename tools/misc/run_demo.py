@@ -205,6 +205,11 @@ def missed_targets(metrics: Dict[str, float], demos: Sequence[Demo] = DEMOS) -> 
     return missed
 
 
+def merged_metrics(results: List[Tuple[Demo, Dict[str, float], float]]) -> Dict[str, float]:
+    """Every model's test metrics in one dict (their keys differ by toolbox)."""
+    return {k: v for _, metrics, _ in results for k, v in metrics.items()}
+
+
 def measured_on(machine: dict) -> str:
     """The machine a run's figures were measured on, as a line of the summary.
 
@@ -237,7 +242,6 @@ def write_record(path: str,
         machine (dict): ``machine_info('cpu')`` with ``load_average_end``.
         demos (Sequence[Demo]): The models the run was asked for.
     """
-    everything = {k: v for _, metrics, _ in results for k, v in metrics.items()}
     record = dict(
         models=[
             dict(name=demo.name, config=demo.config, metrics=metrics, seconds=demo_seconds)
@@ -246,7 +250,7 @@ def write_record(path: str,
         targets={t.key: t.minimum
                  for t in TARGETS},
         class_iou_minimum=CLASS_IOU_MINIMUM,
-        missed=missed_targets(everything, demos),
+        missed=missed_targets(merged_metrics(results), demos),
         seconds=seconds,
         seed=seed,
         machine=machine)
@@ -280,7 +284,7 @@ def summarise(results: List[Tuple[Demo, Dict[str, float], float]],
         for key, value in metrics.items():
             if key.startswith(CLASS_IOU_PREFIX):
                 print(f'    {key:32s} {with_target(key, value)}')
-    everything = {k: v for _, metrics, _ in results for k, v in metrics.items()}
+    everything = merged_metrics(results)
     print('  ' + ', '.join(f'{t.name} {with_target(t.key, everything[t.key])}'
                            for t in TARGETS if t.key in everything))
     if machine is not None:

@@ -75,7 +75,7 @@ class StreamedDetection(StreamedBands):
 
     def __init__(self, detector: nn.Module) -> None:
         from mmdet.models.roi_heads import FCNMaskHead, SingleRoIExtractor, StandardRoIHead
-        self.backbone, self.neck = streamed_parts(detector, 'detection')
+        self.backbone, self.neck = streamed_parts(detector, self.task)
         rpn_head = getattr(detector, 'rpn_head', None)
         roi_head = getattr(detector, 'roi_head', None)
         # Exact types: a subclass (PointRend's RoI head, another mask head) predicts otherwise.

@@ -143,16 +143,20 @@ class StreamedBands(ABC):
                                  f"buffer='disk' or an image read by rows from a file")
         chunk_rows = self.backbone.pick_chunk_rows(image_shape, chunk_rows, mem_limit_gb, buffer,
                                                    input_in_memory)
-        if head_rows is None or mem_limit_gb is not None:
-            one_row = memory_at(chunk_rows, 1)
-            if not fits(one_row):  # without a limit: even one row passes the mark
-                return BandPlan(chunk_rows, 1, one_row)
-            # The tallest head band that fits (the prediction grows with the band).
-            finest = self.finest_rows(image_shape)
-            low, high = 1, min(head_rows or finest, finest)
-            while low < high:
-                middle = (low + high + 1) // 2
-                low, high = (middle, high) if fits(memory_at(chunk_rows, middle)) else \
-                    (low, middle - 1)
-            head_rows = low
-        return BandPlan(chunk_rows, head_rows, memory_at(chunk_rows, head_rows))
+        if head_rows is not None and mem_limit_gb is None:
+            return BandPlan(chunk_rows, head_rows, memory_at(chunk_rows, head_rows))
+        # The tallest head band that fits (the prediction grows with the band); without a
+        # limit, even one row may pass the mark, and one row it is then.
+        low, best = 1, memory_at(chunk_rows, 1)
+        if not fits(best):
+            return BandPlan(chunk_rows, low, best)
+        finest = self.finest_rows(image_shape)
+        high = min(head_rows or finest, finest)
+        while low < high:
+            middle = (low + high + 1) // 2
+            memory = memory_at(chunk_rows, middle)
+            if fits(memory):
+                low, best = middle, memory
+            else:
+                high = middle - 1
+        return BandPlan(chunk_rows, low, best)

@@ -24,6 +24,21 @@ FLOORS = {
     'cli': 4,
 }
 
+#: The floors inside ``mmlinear.models`` (docs/design.md, section 1): the streaming package sits
+#: just above the helpers, below the layers, backbones and necks that stream through it.
+MODEL_FLOORS = {
+    'utils': 0,
+    'streaming': 1,
+    'data_preprocessors': 1,
+    'layers': 2,
+    'backbones': 3,
+    'necks': 3,
+    'decode_heads': 3,
+    'algorithms': 4,
+    'segmentors': 4,
+    'detectors': 4,
+}
+
 
 def imported_modules(tree: ast.Module, package: List[str]) -> List[Tuple[ast.stmt, str]]:
     """(node, absolute module name) of every import in ``tree``, relative ones resolved
@@ -69,6 +84,27 @@ def upward_imports(path: Path, source: str) -> List[str]:
     return offenders
 
 
+def upward_model_imports(path: Path, source: str) -> List[str]:
+    """The imports of a module of ``mmlinear.models`` (at ``path``, with text ``source``) that
+    go up a floor of :data:`MODEL_FLOORS`.
+
+    Returns:
+        list[str]: ``'<file>:<line> imports <module> (<part> is above <part>)'`` per offender.
+    """
+    parts = path.relative_to(PACKAGE / 'models').with_suffix('').parts
+    own = parts[0]
+    package = ['mmlinear', 'models'] + list(parts[:-1])
+    offenders = []
+    for node, module in imported_modules(ast.parse(source), package):
+        names = module.split('.')
+        if names[:2] != ['mmlinear', 'models'] or len(names) == 2 or names[2] == own:
+            continue
+        if MODEL_FLOORS[names[2]] > MODEL_FLOORS[own]:
+            offenders.append(f'{osp.relpath(path, REPO_ROOT)}:{node.lineno} imports {module} '
+                             f'({names[2]} is above {own})')
+    return offenders
+
+
 def package_modules() -> List[Path]:
     """Every module of the package but its ``__init__`` (which is the package itself)."""
     return [p for p in sorted(PACKAGE.rglob('*.py')) if p != PACKAGE / '__init__.py']
@@ -99,3 +135,29 @@ def test_same_and_lower_floors_and_the_package_itself_are_allowed():
               'from ..runner_setup import set_work_dir\nfrom . import cases\n'
               'from mmlinear.utils.timing import median_ms\n')
     assert upward_imports(path, source) == []
+
+
+def model_modules() -> List[Path]:
+    """Every module of a part of ``mmlinear.models`` (not the package's own ``__init__``)."""
+    models = PACKAGE / 'models'
+    return [p for p in package_modules() if p.parent != models and models in p.parents]
+
+
+def test_every_part_of_models_has_a_floor():
+    parts = {p.relative_to(PACKAGE / 'models').parts[0] for p in model_modules()}
+    assert parts <= set(MODEL_FLOORS), f'no floor for models/{sorted(parts - set(MODEL_FLOORS))}'
+
+
+def test_no_module_of_models_imports_from_a_part_above_its_own():
+    offenders = [o for p in model_modules() for o in upward_model_imports(p, p.read_text())]
+    assert not offenders, 'imports that go up inside models/:\n' + '\n'.join(offenders)
+
+
+def test_streaming_importing_a_backbone_is_an_upward_import():
+    """The streaming package may not reach up for the backbones or necks it serves."""
+    path = PACKAGE / 'models' / 'streaming' / 'band_planner.py'
+    for source in ('from ..backbones.base_plain_backbone import BasePlainBackbone\n',
+                   'from mmlinear.models.necks import SimpleFeaturePyramid\n',
+                   'def f():\n    from ..layers import InfViTBlock\n'):
+        assert upward_model_imports(path, source), source
+    assert upward_model_imports(path, 'from ..utils import check_choice\n') == []

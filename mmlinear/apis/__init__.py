@@ -14,22 +14,26 @@ of the scripts in ``tools/`` (argument parsing, launchers, the benchmark harness
 """
 import importlib.util
 
+from mmlinear.models.streaming import BUFFERS
+from mmlinear.models.streaming.band_planner import BandPlan
 from .config_loading import SCOPES, load_config, toolbox_scope
 from .flops import count_attention_interactions, count_flops, count_params, count_patch_tokens
 from .image_inference import IMAGE_TASKS, ImageInferenceResult, ImageTask, detect_task, infer_image
 from .images import IMAGE_EXTENSIONS, list_images, load_images
 from .large_image_inputs import open_image
+from .large_image_plan import band_planner, plan_large_image
 from .model_presets import (BACKBONE_PRESETS, IMAGENET_MEAN, IMAGENET_STD, backbone_config,
                             build_backbone, build_classifier, input_normalization)
 from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 
 __all__ = [
-    'BACKBONE_PRESETS', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD', 'IMAGE_EXTENSIONS',
-    'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES', 'backbone_config',
-    'build_backbone', 'build_classifier', 'convert_vit_checkpoint', 'count_attention_interactions',
-    'count_flops', 'count_params', 'count_patch_tokens', 'detect_task', 'infer_image',
-    'input_normalization', 'list_images', 'load_config', 'load_images', 'open_image',
-    'save_converted', 'toolbox_scope'
+    'BACKBONE_PRESETS', 'BUFFERS', 'BandPlan', 'ConvertedViT', 'IMAGENET_MEAN', 'IMAGENET_STD',
+    'IMAGE_EXTENSIONS', 'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask', 'SCOPES',
+    'backbone_config', 'band_planner', 'build_backbone', 'build_classifier',
+    'convert_vit_checkpoint', 'count_attention_interactions', 'count_flops', 'count_params',
+    'count_patch_tokens', 'detect_task', 'infer_image', 'input_normalization', 'list_images',
+    'load_config', 'load_images', 'open_image', 'plan_large_image', 'save_converted',
+    'toolbox_scope'
 ]
 
 if importlib.util.find_spec('mmseg') is not None:

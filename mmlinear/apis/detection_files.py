@@ -4,7 +4,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from mmlinear.models.roi_heads import rle_to_region
+from mmlinear.models.streaming.mask_rle import rle_to_region
 from .rasters import Georeference
 
 

@@ -5,15 +5,17 @@ from typing import Any, Optional, Union
 
 from torch import nn
 
-from mmlinear.models.detectors import StreamedDetection
+from mmlinear.models.streaming import BUFFERS
+from mmlinear.models.streaming.band_planner import BandPlan
+from mmlinear.models.streaming.detection import StreamedDetection
 from mmlinear.models.utils import check_choice
-from mmlinear.models.utils.token_stream import BUFFERS
 from .large_image_inputs import open_image, whole_image_rows
 
 
 def detect_large_image(model: nn.Module,
                        source: Union[str, os.PathLike, Any],
                        *,
+                       plan: Optional[BandPlan] = None,
                        mem_limit_gb: Optional[float] = None,
                        score_thr: float = 0.0,
                        chunk_rows: Optional[int] = None,
@@ -41,6 +43,9 @@ def detect_large_image(model: nn.Module,
         source (str | PathLike | array-like): An image file, or an (H, W, C) / (H, W) array
             taken as ``inference_detector`` takes an array (BGR for mmcv-read images); a numpy
             memmap (or a ``.npy`` path, mapped) or a raster file is read by rows.
+        plan (BandPlan, optional): The band heights, from :func:`plan_large_image` with this
+            model, image and options (it has the predicted peak memory); None (the default)
+            plans them from ``mem_limit_gb``, ``chunk_rows`` and ``head_rows``.
         mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak fits;
             refused before any work, with the predicted figure, when none does.
         score_thr (float): Keep detections scoring at least this (the model's own
@@ -74,6 +79,7 @@ def detect_large_image(model: nn.Module,
                                            'detect_large_image detects', skipped_padding)
     results = streamed.predict(
         rows,
+        plan,
         chunk_rows=chunk_rows,
         head_rows=head_rows,
         mem_limit_gb=mem_limit_gb,

@@ -6,27 +6,18 @@ from typing import Any, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from mmlinear.models.segmentors import StreamedSegmentation
+from mmlinear.models.streaming import BUFFERS, allocate_buffer
+from mmlinear.models.streaming.band_planner import BandPlan
+from mmlinear.models.streaming.segmentation import StreamedSegmentation
 from mmlinear.models.utils import check_choice
-from mmlinear.models.utils.token_stream import BUFFERS, allocate_buffer
 from .large_image_inputs import open_image, whole_image_rows
-
-
-def class_map_dtype(num_classes: int) -> torch.dtype:
-    """The dtype of a class map: uint8 for up to 256 classes, else int32."""
-    return torch.uint8 if num_classes <= 256 else torch.int32
-
-
-def output_bytes(num_classes: int, height: int, width: int, return_logits: bool) -> int:
-    """Bytes of the whole-image outputs of :func:`segment_large_image`: the class map, and
-    the float32 logits with ``return_logits``."""
-    total = height * width * class_map_dtype(num_classes).itemsize
-    return total + (num_classes * height * width * 4 if return_logits else 0)
+from .large_image_plan import class_map_dtype, output_bytes
 
 
 def segment_large_image(model: nn.Module,
                         source: Union[str, os.PathLike, Any],
                         *,
+                        plan: Optional[BandPlan] = None,
                         mem_limit_gb: Optional[float] = None,
                         return_logits: bool = False,
                         chunk_rows: Optional[int] = None,
@@ -54,6 +45,9 @@ def segment_large_image(model: nn.Module,
             taken as ``inference_model`` takes an array (channels in the order the data
             preprocessor expects: BGR for mmcv-read images); a numpy memmap (or a ``.npy``
             path, mapped) is read by rows.
+        plan (BandPlan, optional): The band heights, from :func:`plan_large_image` with this
+            model, image and options (it has the predicted peak memory); None (the default)
+            plans them from ``mem_limit_gb``, ``chunk_rows`` and ``head_rows``.
         mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak fits;
             refused before any work, with the predicted figure, when none does.
         return_logits (bool): Also return the logits. Defaults to False.
@@ -88,6 +82,7 @@ def segment_large_image(model: nn.Module,
     threshold = getattr(model.decode_head, 'threshold', None)
     for (start, stop), band in streamed.logit_bands(
             rows,
+            plan,
             chunk_rows=chunk_rows,
             head_rows=head_rows,
             mem_limit_gb=mem_limit_gb,

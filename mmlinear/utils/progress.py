@@ -6,7 +6,7 @@ a message, which neither progress bar of the stack gives: mmengine's ``ProgressB
 one line in place (with a carriage return) and takes no message, and a rich bar is a live
 display that a file receives only once, at the end (rich draws it only on a terminal).
 The streamed runs, whose steps are bands with nothing to report, use rich's bar
-(:class:`mmlinear.models.utils.band_progress.BandProgress`). The ETA is mmengine's: the mean
+(:class:`mmlinear.models.streaming.band_progress.BandProgress`). The ETA is mmengine's: the mean
 time per finished step times the steps left.
 """
 import time

@@ -10,6 +10,7 @@ import torch
 from mmengine.config import Config
 from mmseg.apis import inference_model, init_model
 
+from mmlinear.apis import plan_large_image
 from mmlinear.apis.large_image_segmentation import segment_large_image
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -150,6 +151,41 @@ def test_memory_limit_picks_bands_or_refuses_before_any_work():
             r'1e-06 GB'):
         segment_large_image(model, image, mem_limit_gb=1e-6)
     assert not calls
+
+
+def test_a_plan_made_beforehand_runs_as_the_options_would():
+    """plan_large_image predicts what segment_large_image would pick; run with that plan,
+    the result is the same, and the backbone and head run with the plan's heights."""
+    model = demo_upernet('infvit')
+    image = scene(96, 80)
+    plan = plan_large_image(model, image, mem_limit_gb=1.0, return_logits=True)
+    assert 0 < plan.predicted_peak_gb == plan.memory.total_bytes / 2**30 <= 1.0
+    expected = segment_large_image(model, image, mem_limit_gb=1.0, return_logits=True)
+    heights = []
+    forward_streamed = model.backbone.forward_streamed
+
+    def record_heights(*args, **kwargs):
+        heights.append(kwargs['chunk_rows'])
+        return forward_streamed(*args, **kwargs)
+
+    model.backbone.forward_streamed = record_heights
+    planned = segment_large_image(model, image, plan=plan, return_logits=True)
+    assert heights == [plan.chunk_rows]
+    for result, reference in zip(planned, expected):
+        assert torch.equal(result, reference)
+    one_row = plan._replace(chunk_rows=1, head_rows=1)
+    assert torch.equal(segment_large_image(model, image, plan=one_row), expected[0])
+    assert heights[-1] == 1
+
+
+def test_planning_refuses_what_the_run_would_refuse():
+    model = demo_upernet('infvit')
+    with pytest.raises(ValueError, match=r'streamed segmentation needs .* limit 1e-06 GB'):
+        plan_large_image(model, scene(64, 64), mem_limit_gb=1e-6)
+    with pytest.raises(ValueError, match="buffer.*'memory', 'disk'"):
+        plan_large_image(model, scene(64, 64), buffer='ram')
+    with pytest.raises(TypeError, match='mmseg segmentor .* or an mmdet two-stage detector'):
+        plan_large_image(model.backbone, scene(64, 64))
 
 
 def test_bad_inputs_name_the_problem(tmp_path):

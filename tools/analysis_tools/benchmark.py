@@ -35,7 +35,7 @@ from typing import List, Optional, Sequence
 from mmlinear.apis import backbone_config
 from mmlinear.cli.benchmark import (DEVICES, DTYPES, MODES, STREAM_INPUTS, GridSettings, fit_line,
                                     machine_info, run_grid, summarize_fits, write_outputs)
-from mmlinear.models.utils.token_stream import BUFFERS
+from mmlinear.models.streaming.token_stream import BUFFERS
 
 DEFAULTS = GridSettings()
 

@@ -49,15 +49,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from mmengine.config import DictAction
 
-from mmlinear.apis import detect_large_image, load_config, open_image, segment_large_image
+from mmlinear.apis import (BUFFERS, BandPlan, detect_large_image, load_config, open_image,
+                           plan_large_image, segment_large_image)
 from mmlinear.apis.detection_files import coco_detections, geojson_detections
-from mmlinear.apis.large_image_segmentation import output_bytes
 from mmlinear.apis.rasters import RasterImage, write_geotiff
-from mmlinear.models.detectors import StreamedDetection
-from mmlinear.models.segmentors import StreamedSegmentation
-from mmlinear.models.utils.stream_memory import GB
-from mmlinear.models.utils.streamed_parts import BandPlan, StreamedBands
-from mmlinear.models.utils.token_stream import BUFFERS
 from mmlinear.utils.atomic_checkpoint import write_file_atomic
 
 #: The outputs of each task, in the order they are written (the summary last).
@@ -136,31 +131,29 @@ def write_json(path: str, data: Any) -> None:
     write_file_atomic(path, json.dumps(data).encode())
 
 
-def plan_image_bands(args: argparse.Namespace, streamed: StreamedBands, image: Any,
-                     **memory_options: int) -> BandPlan:
+def plan_image_bands(args: argparse.Namespace, model: torch.nn.Module, image: Any) -> BandPlan:
     """Pick the band heights (the tallest whose predicted peak fits ``--mem-limit-gb``),
     predict the peak memory with them and print it with the image, before any work.
 
     Args:
-        args (argparse.Namespace): The command line (``mem_limit_gb``, ``buffer``, ``image``).
-        streamed (StreamedBands): The model, streamed (segmentation or detection).
+        args (argparse.Namespace): The command line (``mem_limit_gb``, ``buffer``,
+            ``probabilities``, ``image``).
+        model (nn.Module): The segmentor or detector.
         image (array-like): The (H, W, C) or (H, W) image, read by rows (never held whole).
-        **memory_options (int): What else the model's peak depends on (segmentation:
-            ``output_bytes``, the whole-image outputs held in memory).
 
     Returns:
         BandPlan: The backbone's and the heads' band heights, and the predicted memory.
     """
-    height, width = image.shape[:2]
-    shape = (1, image.shape[2] if len(image.shape) == 3 else 1, height, width)
-    plan = streamed.plan_bands(
-        shape,
+    plan = plan_large_image(
+        model,
+        image,
         mem_limit_gb=args.mem_limit_gb,
         buffer=args.buffer,
-        input_in_memory=False,
-        **memory_options)
+        return_logits=getattr(args, 'probabilities', False))
+    height, width = image.shape[:2]
+    channels = image.shape[2] if len(image.shape) == 3 else 1
     print(
-        f'{args.image}: {height} x {width}, {shape[1]} bands ({image.dtype}); predicted '
+        f'{args.image}: {height} x {width}, {channels} bands ({image.dtype}); predicted '
         f'peak {plan.memory.describe()}',
         flush=True)
     return plan
@@ -171,19 +164,15 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
     """Segment the image and write the class map (and probabilities).
 
     Returns:
-        tuple: The predicted memory and what the summary adds.
+        tuple: The band plan (with the predicted memory) and what the summary adds.
     """
-    streamed = StreamedSegmentation(model)
-    height, width = image.shape[:2]
-    on_heap = output_bytes(streamed.num_classes, height, width,
-                           args.probabilities) if args.buffer == 'memory' else 0
-    chunk_rows, head_rows, predicted = plan_image_bands(args, streamed, image, output_bytes=on_heap)
+    height = image.shape[0]
+    plan = plan_image_bands(args, model, image)
     result = segment_large_image(
         model,
         image,
+        plan=plan,
         return_logits=args.probabilities,
-        chunk_rows=chunk_rows,
-        head_rows=head_rows,
         buffer=args.buffer,
         progress=True)
     class_map, logits = result if args.probabilities else (result, None)
@@ -194,9 +183,9 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
             block = logits[:, start_row:start_row + 1024]
             block.copy_(block.softmax(0))
         write_atomically(outputs[1], lambda path: write_geotiff(path, logits, georeference))
-    counts = torch.bincount(class_map.flatten().long(), minlength=streamed.num_classes)
-    return predicted, dict(
-        chunk_rows=chunk_rows, head_rows=head_rows, pixels_per_class=counts.tolist())
+    counts = torch.bincount(class_map.flatten().long(), minlength=model.decode_head.out_channels)
+    return plan, dict(
+        chunk_rows=plan.chunk_rows, head_rows=plan.head_rows, pixels_per_class=counts.tolist())
 
 
 def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georeference: Any,
@@ -204,18 +193,12 @@ def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georefe
     """Detect on the image and write the detections as COCO JSON and GeoJSON.
 
     Returns:
-        tuple: The predicted memory and what the summary adds.
+        tuple: The band plan (with the predicted memory) and what the summary adds.
     """
-    streamed = StreamedDetection(model)
     height, width = image.shape[:2]
-    chunk_rows, head_rows, predicted = plan_image_bands(args, streamed, image)
+    plan = plan_image_bands(args, model, image)
     instances = detect_large_image(
-        model,
-        image,
-        score_thr=args.score_thr,
-        chunk_rows=chunk_rows,
-        head_rows=head_rows,
-        buffer=args.buffer,
+        model, image, plan=plan, score_thr=args.score_thr, buffer=args.buffer,
         progress=True).pred_instances.cpu()
     classes = list(model.dataset_meta.get('classes', ())) if model.dataset_meta else []
     os.makedirs(args.out, exist_ok=True)
@@ -223,9 +206,9 @@ def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georefe
                coco_detections(instances, classes, osp.basename(args.image), height, width))
     write_json(outputs[1], geojson_detections(instances, classes, georeference))
     counts = torch.bincount(instances.labels, minlength=len(classes))
-    return predicted, dict(
-        chunk_rows=chunk_rows,
-        head_rows=head_rows,
+    return plan, dict(
+        chunk_rows=plan.chunk_rows,
+        head_rows=plan.head_rows,
         score_thr=args.score_thr,
         detections_per_class=counts.tolist())
 
@@ -259,7 +242,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     run = segment if task == 'segmentation' else detect
     start = time.perf_counter()
     try:
-        predicted, results = run(args, model, image, georeference, outputs)
+        plan, results = run(args, model, image, georeference, outputs)
     except ValueError as error:
         sys.exit(str(error))
     seconds = time.perf_counter() - start
@@ -276,8 +259,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         checkpoint=args.checkpoint,
         task=task,
         seconds=round(seconds, 2),
-        predicted_peak_gb=round(predicted.total_bytes / GB, 3),
-        peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB, 3),
+        predicted_peak_gb=round(plan.predicted_peak_gb, 3),
+        peak_rss_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30, 3),
         **results,
         outputs=outputs)
     write_file_atomic(outputs[-1], json.dumps(summary, indent=2).encode())

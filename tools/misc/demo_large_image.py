@@ -42,7 +42,7 @@ from mmlinear.apis.band_view import BandView
 from mmlinear.apis.class_map_iou import class_map_iou
 from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.cli.slide_segmentation import segment_slide
-from mmlinear.models.utils.stream_memory import GB
+from mmlinear.models.streaming.memory_model import GB
 from mmlinear.utils.peak_memory import cpu_peak, reset_cpu_peak
 
 CONFIG = 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py'

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from mmlinear.models.utils.token_stream import BUFFERS
+from mmlinear.models.streaming.token_stream import BUFFERS
 from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, STREAM_INPUTS, Resolution, image_hw,
                     num_tokens)
 from .worker import launch_case

@@ -109,8 +109,7 @@ def _segmentation(model: Any, case: dict, height: int,
     import numpy as np
     from mmseg.apis import inference_model
 
-    from mmlinear.apis.large_image_segmentation import output_bytes, segment_large_image
-    from mmlinear.models.segmentors import StreamedSegmentation
+    from mmlinear.apis import plan_large_image, segment_large_image
     rng = np.random.default_rng(0)
     if case.get('stream_input', 'tensor') == 'file':
         with tempfile.TemporaryDirectory(prefix='mmlinear_bench_') as folder:
@@ -124,23 +123,14 @@ def _segmentation(model: Any, case: dict, height: int,
     if case['mode'] == 'forward':
         return lambda forward=None: inference_model(model, image), None, None
     buffer = case.get('stream_buffer', 'memory')
-    streamed = StreamedSegmentation(model)
-    shape = (1, 3, height, width)
-    held = output_bytes(streamed.num_classes, height, width, False) if buffer == 'memory' else 0
-    chunk_rows, head_rows, predicted = streamed.plan_bands(
-        shape,
-        chunk_rows=case.get('chunk_rows'),
-        buffer=buffer,
-        input_in_memory=False,
-        output_bytes=held)
+    plan = plan_large_image(model, image, chunk_rows=case.get('chunk_rows'), buffer=buffer)
 
     def run_model(forward: Any = None) -> Any:
-        return segment_large_image(
-            model, image, chunk_rows=chunk_rows, head_rows=head_rows, buffer=buffer, progress=False)
+        return segment_large_image(model, image, plan=plan, buffer=buffer, progress=False)
 
     # The array in memory is the caller's, not the model's, but this process's peak holds it.
     in_memory = 0 if isinstance(image, np.memmap) else image.nbytes
-    return run_model, (predicted.total_bytes + in_memory) / 2**20, chunk_rows
+    return run_model, (plan.memory.total_bytes + in_memory) / 2**20, plan.chunk_rows
 
 
 def run_case(case: dict) -> dict:

@@ -9,11 +9,11 @@ from torch import Tensor, nn
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
 from ..layers.infvit_block import check_streamable
+from ..streaming.image_rows import ImageRows
+from ..streaming.memory_model import BandWorkspace
+from ..streaming.token_stream import TokenStream
 from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
-from ..utils.image_rows import ImageRows
 from ..utils.pos_embed import BandPosEmbed
-from ..utils.stream_memory import BandWorkspace
-from ..utils.token_stream import TokenStream
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
 # Keys of checkpoints saved before the blocks and the final norm got the names that all

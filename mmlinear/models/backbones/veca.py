@@ -9,10 +9,10 @@ from mmlinear.registry import MODELS
 from ..layers import (ProjPatchEmbed, Rope2D, VECABlock, active_prefix, build_coordinate_head,
                       build_core_bank, check_core_budget, move_cores, patch_band_coords,
                       patch_grid_coords)
+from ..streaming.image_rows import ImageRows
+from ..streaming.memory_model import BandWorkspace
+from ..streaming.token_stream import TokenStream
 from ..utils import valid_extents
-from ..utils.image_rows import ImageRows
-from ..utils.stream_memory import BandWorkspace
-from ..utils.token_stream import TokenStream
 from .base_plain_backbone import BasePlainBackbone, BlockStep, TokenGrid
 
 

@@ -8,10 +8,10 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import ProjPatchEmbed, WeightFormerBlock
+from ..streaming.image_rows import ImageRows
+from ..streaming.memory_model import BandWorkspace
+from ..streaming.token_stream import TokenStream
 from ..utils import normalize_indices
-from ..utils.image_rows import ImageRows
-from ..utils.stream_memory import BandWorkspace
-from ..utils.token_stream import TokenStream
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
 
 

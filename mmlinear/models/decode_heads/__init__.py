@@ -1,6 +1,6 @@
 """Decode heads for mmseg (registered only where mmseg is installed): the linear probes of the
-frozen-backbone dense evaluations, and mmseg's decode heads run over bands of rows
-(whole-image inference), imported from ``mmlinear.models.decode_heads.uper_head_bands``."""
+frozen-backbone dense evaluations (mmseg's UPerHead over bands of rows is streaming code:
+``mmlinear.models.streaming.uper_head_bands``)."""
 import importlib.util
 
 __all__ = []

@@ -5,5 +5,5 @@ import importlib.util
 __all__ = []
 
 if importlib.util.find_spec('mmdet') is not None:
-    from .streamed_detection import StreamedDetection, StreamedDetectionMemory  # noqa: F401
+    from ..streaming.detection import StreamedDetection, StreamedDetectionMemory  # noqa: F401
     __all__ += ['StreamedDetection', 'StreamedDetectionMemory']

@@ -4,7 +4,7 @@ from typing import Optional, Tuple, Union
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
-from ..utils.token_stream import TokenStream
+from ..streaming.token_stream import TokenStream
 from .infsa_attention import InfSAAttention
 from .linear_infsa_summary import LinearInfSASummary
 from .mlp import Mlp

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from mmlinear.utils.ext_loader import exporting
-from ..utils import band_tokens
+from ..streaming import band_tokens
 
 
 def patch_band_coords(hw_shape: Tuple[int, int],

@@ -4,7 +4,7 @@ from typing import Callable, Optional, Tuple, Union
 from torch import Tensor, nn
 
 from mmlinear.ops import Linear
-from ..utils.token_stream import TokenStream
+from ..streaming.token_stream import TokenStream
 from .core_periphery_attention import CorePeripheryAttention
 from .online_core_attention import OnlineCoreAttention
 

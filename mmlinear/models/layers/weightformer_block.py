@@ -5,8 +5,8 @@ from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
 from mmlinear.ops import Linear, depthwise_conv2d
+from ..streaming.token_stream import TokenStream
 from ..utils import tokens_to_map
-from ..utils.token_stream import TokenStream
 from .band_conv import band_conv3x3
 from .dynamic_dwconv import DynamicDWConv
 from .dynamic_linear import DynamicLinear

@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import LayerNorm2d
-from ..utils.band_resize import Span, check_span, crop_band, expand_span
+from ..streaming.band_resize import Span, check_span, crop_band, expand_span
 
 
 def _rescale_branch(channels: int, scale: float) -> Tuple[nn.Module, int]:

@@ -5,7 +5,7 @@ import importlib.util
 __all__ = []
 
 if importlib.util.find_spec('mmseg') is not None:
+    from ..streaming.segmentation import StreamedSegmentation  # noqa: F401
+    from ..streaming.segmentation import StreamedSegmentationMemory
     from .streamed_encoder_decoder import StreamedEncoderDecoder  # noqa: F401
-    from .streamed_segmentation import StreamedSegmentation  # noqa: F401
-    from .streamed_segmentation import StreamedSegmentationMemory
     __all__ += ['StreamedEncoderDecoder', 'StreamedSegmentation', 'StreamedSegmentationMemory']

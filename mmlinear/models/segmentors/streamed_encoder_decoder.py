@@ -5,8 +5,8 @@ from mmseg.models.segmentors import EncoderDecoder
 from torch import Tensor
 
 from mmlinear.registry import MODELS
+from ..streaming.segmentation import StreamedSegmentation
 from ..utils import check_choice
-from .streamed_segmentation import StreamedSegmentation
 
 #: The keys of ``test_cfg`` in mode 'streamed' (beside ``mode``), passed to
 #: :meth:`StreamedSegmentation.logit_bands`.

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from mmlinear.models.backbones import VECA, InfViT, WeightFormer
+from mmlinear.models.streaming.image_rows import ImageRows
 from mmlinear.models.utils import pixel_padding_mask
-from mmlinear.models.utils.image_rows import ImageRows
 
 
 def max_relative_error(actual, expected):
@@ -167,7 +167,7 @@ def test_progress_counts_every_pass_of_every_layer_in_patch_rows(monkeypatch, bu
     """The bar's total is the grid's rows times the passes the blocks declare, and each block
     starts exactly where the rows its predecessors counted end: a block whose declared passes
     differ from the passes it makes moves the next block's start."""
-    monkeypatch.setattr('mmlinear.models.backbones.base_plain_backbone.BandProgress',
+    monkeypatch.setattr('mmlinear.models.streaming.streamed_backbone.BandProgress',
                         RecordingProgress)
     RecordingProgress.runs.clear()
     model = build()

@@ -5,8 +5,8 @@ import torch
 
 from mmlinear.models.layers import (CorePeripheryAttention, OnlineCoreAttention, Rope2D,
                                     patch_band_coords, patch_grid_coords)
-from mmlinear.models.utils import band_tokens
-from mmlinear.models.utils.token_stream import row_bands
+from mmlinear.models.streaming import band_tokens
+from mmlinear.models.streaming.token_stream import row_bands
 
 D, HEADS = 64, 2  # head width 32
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5}

@@ -6,8 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from mmlinear.models.layers import OnlineCoreAttention
-from mmlinear.models.utils import band_tokens, extend_padding_mask
-from mmlinear.models.utils.token_stream import row_bands
+from mmlinear.models.streaming import band_tokens
+from mmlinear.models.streaming.token_stream import row_bands
+from mmlinear.models.utils import extend_padding_mask
 
 HEADS, HEAD_DIMS = 2, 16
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5}

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mmlinear.models.layers import Rope2D, patch_band_coords, patch_grid_coords
-from mmlinear.models.utils import band_tokens
+from mmlinear.models.streaming import band_tokens
 
 VALID_HW = {
     (7, 5): [[4, 3], [7, 5], [1, 1]],

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mmlinear.models import SimpleFeaturePyramid
-from mmlinear.models.utils.token_stream import row_bands
+from mmlinear.models.streaming.token_stream import row_bands
 
 
 def randomised(neck):

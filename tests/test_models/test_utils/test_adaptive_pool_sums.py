@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mmlinear.models.streaming.token_stream import row_bands
 from mmlinear.models.utils import (AdaptivePoolSums, pixel_padding_mask, pixel_to_token_mask,
                                    valid_extents)
-from mmlinear.models.utils.token_stream import row_bands
 
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5}
 

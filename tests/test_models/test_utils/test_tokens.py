@@ -11,7 +11,7 @@ def test_partial_patches_count_as_whole_ones():
     backbone = VECA(arch='test', patch_size=8)
     assert patch_grid(backbone, (77, 61)) == (10, 8)
     assert patch_grid(backbone, (64, 64)) == (8, 8)
-    assert backbone._grid_shape((1, 3, 77, 61)) == (10, 8)
+    assert backbone.grid_shape((1, 3, 77, 61)) == (10, 8)
     assert count_patch_tokens(backbone, 77) == 100
 
 

@@ -6,9 +6,9 @@ from mmseg.models.decode_heads import UPerHead
 from torch import Tensor, nn
 
 from ..utils import AdaptivePoolSums
-from ..utils.band_resize import (Span, check_span, crop_band, expand_span, resize_band, source_span,
-                                 union_span)
-from ..utils.token_stream import row_bands
+from .band_resize import (Span, check_span, crop_band, expand_span, resize_band, source_span,
+                          union_span)
+from .token_stream import row_bands
 
 #: Reads rows ``span`` of pyramid level ``level``: ``read(level, span) -> (B, C, rows, W)``.
 LevelReader = Callable[[int, Span], Tensor]

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import torch
 
+from mmlinear.models.streaming.band_progress import BandProgress
+from mmlinear.models.streaming.image_rows import ImageRows
+from mmlinear.models.streaming.memory_model import tallest_fitting
+from mmlinear.models.streaming.token_stream import TokenStream, allocate_buffer, row_bands
 from mmlinear.models.utils import pixel_padding_mask, pixel_to_token_mask
-from mmlinear.models.utils.band_progress import BandProgress
-from mmlinear.models.utils.image_rows import ImageRows
-from mmlinear.models.utils.token_stream import TokenStream, allocate_buffer, row_bands
 
 
 @pytest.mark.parametrize('num_rows, chunk_rows, align, expected', [
@@ -111,3 +112,19 @@ def test_progress_shows_only_when_asked_or_after_a_while():
         assert bar._bar is None and bar.done == 1
     with BandProgress(2, True, clock=lambda: 0.0) as bar:
         assert bar._bar is not None
+
+
+@pytest.mark.parametrize('lowest, highest', [(1, 1), (1, 2), (2, 9), (1, 64), (3, 2)])
+def test_the_tallest_fitting_band_is_the_last_of_the_heights_that_fit(lowest, highest):
+    """The one band search (backbones, segmentation, detection) against a scan of every
+    height, for every threshold between the lowest and the highest."""
+    for threshold in range(lowest, max(highest, lowest) + 1):
+        asked = []
+
+        def fits(rows):
+            asked.append(rows)
+            return rows <= threshold
+
+        scan = max(h for h in range(lowest, max(highest, lowest) + 1) if h <= threshold)
+        assert tallest_fitting(lowest, highest, fits) == scan
+        assert all(lowest <= rows <= max(highest, lowest) for rows in asked)

@@ -4,8 +4,8 @@ import pytest
 import torch
 from mmseg.models.decode_heads import FCNHead, UPerHead
 
-from mmlinear.models.decode_heads.uper_head_bands import UPerHeadBands
-from mmlinear.models.utils.token_stream import row_bands
+from mmlinear.models.streaming.token_stream import row_bands
+from mmlinear.models.streaming.uper_head_bands import UPerHeadBands
 
 
 def uper_head(align_corners=False, in_channels=(8, 16, 16)):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from pycocotools import mask as mask_util
 
-from mmlinear.models.roi_heads import region_to_rle, rle_to_region
+from mmlinear.models.streaming.mask_rle import region_to_rle, rle_to_region
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The memory model of a streamed forward: its peak, predicted before anything is allocated."""
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 GB = 2**30
 
@@ -53,3 +53,30 @@ class StreamedMemory(NamedTuple):
         return (f'{self.total_bytes / GB:.2f} GB (input {self.input_bytes / GB:.2f}, stream '
                 f'{self.stream_bytes / GB:.2f}, outputs {self.output_bytes / GB:.2f}, bands of '
                 f'{self.chunk_rows} patch rows {self.band_bytes / GB:.2f})')
+
+
+#: The band height picked without ``chunk_rows``, ``head_rows`` and a memory limit: the tallest
+#: band whose pass holds at most this many bytes (256 MiB).
+DEFAULT_BAND_BYTES = 2**28
+
+
+def tallest_fitting(lowest: int, highest: int, fits: Callable[[int], bool]) -> int:
+    """The tallest band height in [lowest, highest] that fits, by bisection.
+
+    The predicted memory grows with the band height, so the heights that fit are a prefix
+    of the range; ``fits(lowest)`` is taken to hold (the callers check it first, to refuse
+    with the predicted figure when even the lowest height does not fit).
+
+    Args:
+        lowest (int): A height that fits.
+        highest (int): The tallest height allowed (taken as ``lowest`` when smaller).
+        fits (Callable[[int], bool]): Whether a height's prediction fits.
+
+    Returns:
+        int: The tallest height that fits.
+    """
+    low, high = lowest, max(highest, lowest)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return low

@@ -6,14 +6,14 @@ import torch
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
-from ..dense_heads.rpn_head_bands import RPNHeadBands, check_rpn_head
-from ..roi_heads import extract_roi_bands, masks_to_rle
-from ..utils import check_choice
-from ..utils.band_progress import BandProgress
-from ..utils.band_resize import Span
-from ..utils.stream_memory import GB, StreamedMemory
-from ..utils.streamed_parts import StreamedBands, streamed_parts
-from ..utils.token_stream import BUFFERS, allocate_buffer, row_bands
+from .band_planner import BandPlan, BandPlanner, streamed_parts
+from .band_progress import BandProgress
+from .band_resize import Span
+from .mask_rle import masks_to_rle
+from .memory_model import GB, StreamedMemory
+from .roi_bands import extract_roi_bands
+from .rpn_head_bands import RPNHeadBands, check_rpn_head
+from .token_stream import allocate_buffer, row_bands
 
 
 class StreamedDetectionMemory(NamedTuple):
@@ -51,7 +51,7 @@ class StreamedDetectionMemory(NamedTuple):
                 f'{self.head_band_bytes / GB:.2f}; RoI heads {self.roi_bytes / GB:.2f})')
 
 
-class StreamedDetection(StreamedBands):
+class StreamedDetection(BandPlanner):
     """An mmdet two-stage detector (Mask R-CNN, Faster R-CNN) run over an image in bands of
     rows, seeing the whole image as mmdet's ``predict`` does.
 
@@ -72,6 +72,7 @@ class StreamedDetection(StreamedBands):
     """
 
     task = 'detection'
+    batch_of_one = True
 
     def __init__(self, detector: nn.Module) -> None:
         from mmdet.models.roi_heads import FCNMaskHead, SingleRoIExtractor, StandardRoIHead
@@ -99,11 +100,12 @@ class StreamedDetection(StreamedBands):
             if type(extractor) is not SingleRoIExtractor:
                 raise TypeError(f'streamed detection reads RoI features as a '
                                 f'SingleRoIExtractor, got {type(extractor).__name__}')
-        self.detector, self.rpn_head, self.roi_head = detector, rpn_head, roi_head
+        self.model = detector
+        self.rpn_head, self.roi_head = rpn_head, roi_head
 
     def level_shapes(self, image_shape: Sequence[int]) -> list:
         """(H, W) of every pyramid level for (B, C, H, W) images."""
-        return self.neck.level_shapes(self.backbone._grid_shape(image_shape))
+        return self.neck.level_shapes(self.backbone.grid_shape(image_shape))
 
     def finest_rows(self, image_shape: Sequence[int]) -> int:
         """Rows of the pyramid's finest level for (B, C, H, W) images."""
@@ -132,7 +134,7 @@ class StreamedDetection(StreamedBands):
         backbone = self.backbone.predict_streamed_memory(
             image_shape, chunk_rows=chunk_rows, buffer=buffer, input_in_memory=input_in_memory)
         itemsize = self.backbone.patch_embed.projection.weight.element_size()
-        map_shape = self.backbone._grid_shape(image_shape)
+        map_shape = self.backbone.grid_shape(image_shape)
         map_channels = self.backbone.embed_dims
         out_channels = self.neck.out_convs[0][0].out_channels
         shapes = self.level_shapes(image_shape)
@@ -172,6 +174,7 @@ class StreamedDetection(StreamedBands):
 
     def predict(self,
                 image: Any,
+                plan: Optional[BandPlan] = None,
                 *,
                 chunk_rows: Optional[int] = None,
                 head_rows: Optional[int] = None,
@@ -185,6 +188,9 @@ class StreamedDetection(StreamedBands):
             image (Tensor | array-like): (1, C, H, W), normalised as the data preprocessor
                 normalises it (a tensor, or an array read by rows; see
                 :meth:`BasePlainBackbone.forward_streamed`).
+            plan (BandPlan, optional): The band heights, planned beforehand by
+                :meth:`plan_bands` for this image and these options; None (the default)
+                plans them from the options below.
             chunk_rows (int, optional): The backbone's band height (patch rows).
             head_rows (int, optional): Rows of a pyramid level per band.
             mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak
@@ -200,20 +206,14 @@ class StreamedDetection(StreamedBands):
             as mmdet's ``predict`` gives them (best first), and with a mask head ``masks``: N
             COCO RLEs (dicts with ``size`` and ``counts``) in whole-image coordinates.
         """
-        if self.detector.training:
-            raise RuntimeError('streamed detection is inference only: call .eval() first')
-        check_choice('buffer', buffer, BUFFERS)
-        shape = tuple(getattr(image, 'shape', ()))
-        if len(shape) != 4 or shape[0] != 1:
-            raise ValueError(f'expected one image of shape (1, C, H, W), got '
-                             f'{shape if shape else type(image).__name__}')
-        chunk_rows, head_rows, _ = self.plan_bands(
-            shape,
+        shape, plan = self.start(
+            image,
+            plan,
             chunk_rows=chunk_rows,
             head_rows=head_rows,
             mem_limit_gb=mem_limit_gb,
-            buffer=buffer,
-            input_in_memory=isinstance(image, Tensor))
+            buffer=buffer)
+        chunk_rows, head_rows = plan.chunk_rows, plan.head_rows
         img_meta = dict(img_shape=shape[2:], ori_shape=shape[2:], scale_factor=(1.0, 1.0))
         with torch.no_grad():
             pyramid = self._pyramid(image, chunk_rows, head_rows, buffer, buffer_dir, progress)

@@ -1,40 +1,44 @@
-"""The parts a model needs to run over bands of rows: an mmlinear backbone that streams its
-map and the simple pyramid neck, and the choice of the band heights (:class:`StreamedBands`,
-shared by streamed segmentation and detection)."""
+"""What streamed segmentation and detection share: the parts of the model they stream, the
+checks before any work, and the band heights picked from the model's prediction of its peak
+memory (:class:`BandPlanner`)."""
 from abc import ABC, abstractmethod
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
-from torch import nn
+from torch import Tensor, nn
 
-from ..backbones.base_plain_backbone import BasePlainBackbone
-from ..necks import SimpleFeaturePyramid
-from .stream_memory import GB
-from .token_stream import check_chunk_rows, check_head_rows
+from ..utils import check_choice
+from .memory_model import GB, tallest_fitting
+from .token_stream import BUFFERS, check_chunk_rows, check_head_rows
 
 
-def streamed_parts(model: nn.Module, task: str) -> Tuple[BasePlainBackbone, SimpleFeaturePyramid]:
+def streamed_parts(model: nn.Module, task: str) -> Tuple[nn.Module, nn.Module]:
     """The backbone and neck of ``model``, checked.
+
+    The streaming package sits below the backbones and necks, so it recognises them by what
+    it calls: a backbone with ``forward_streamed`` (every mmlinear plain backbone) that gives
+    a map (``out_type='featmap'``), and a neck with ``forward_rows`` (the simple pyramid).
 
     Args:
         model (nn.Module): An mmseg / mmdet model with ``backbone`` and ``neck``.
         task (str): What the caller does, for the errors ('segmentation', 'detection').
 
     Returns:
-        tuple[BasePlainBackbone, SimpleFeaturePyramid]: The backbone and the neck.
+        tuple[nn.Module, nn.Module]: The backbone and the neck.
 
     Raises:
         TypeError: Another backbone (or one whose ``out_type`` is not 'featmap'), or another
             neck, naming what is supported.
     """
     backbone = getattr(model, 'backbone', None)
-    if not isinstance(backbone, BasePlainBackbone) or backbone.out_type != 'featmap':
+    streams = hasattr(backbone, 'forward_streamed')
+    if not streams or backbone.out_type != 'featmap':
         got = type(backbone).__name__
-        if isinstance(backbone, BasePlainBackbone):
+        if streams:
             got += f' with out_type={backbone.out_type!r}'
         raise TypeError(f"streamed {task} needs an mmlinear backbone with out_type='featmap' "
                         f'(InfViT, WeightFormer, VECA), got {got}')
     neck = getattr(model, 'neck', None)
-    if not isinstance(neck, SimpleFeaturePyramid):
+    if not hasattr(neck, 'forward_rows'):
         raise TypeError(f'streamed {task} needs the mmlinear SimpleFeaturePyramid neck, got '
                         f'{type(neck).__name__}')
     return backbone, neck
@@ -54,23 +58,31 @@ class BandPlan(NamedTuple):
     head_rows: int
     memory: Any
 
+    @property
+    def predicted_peak_gb(self) -> float:
+        """float: The predicted peak beyond the weights, in GB (2**30 bytes)."""
+        return self.memory.total_bytes / GB
 
-class StreamedBands(ABC):
-    """What streamed segmentation and detection share: the backbone's and the heads' band
-    heights, picked from the model's own prediction of its peak memory.
 
-    A subclass sets :attr:`task` and ``backbone`` and defines :meth:`predict_memory` (whose
-    prediction has ``total_bytes``, ``head_band_bytes`` and ``describe()``) and
-    :meth:`finest_rows`.
+class BandPlanner(ABC):
+    """Plans the bands of a streamed segmentation or detection: the backbone's and the heads'
+    band heights, picked from the model's own prediction of its peak memory.
+
+    A subclass sets :attr:`task`, :attr:`batch_of_one`, ``model`` and ``backbone`` and
+    defines :meth:`predict_memory` (whose prediction has ``total_bytes``,
+    ``head_band_bytes`` and ``describe()``) and :meth:`finest_rows`.
     """
 
     #: What the model does, for the errors ('segmentation', 'detection').
     task: str
-    backbone: BasePlainBackbone
+    #: Whether the model takes one image at a time (detection) or a batch (segmentation).
+    batch_of_one: bool
+    model: nn.Module
+    backbone: nn.Module
 
     @property
     def in_channels(self) -> int:
-        """int: The bands (channels) of the images the backbone takes."""
+        """int: The channels of the images the backbone takes."""
         return self.backbone.patch_embed.in_channels
 
     @abstractmethod
@@ -95,7 +107,7 @@ class StreamedBands(ABC):
         """The backbone's and the heads' band heights, and the predicted peak with them.
 
         Without a limit, heights not given are the tallest whose head band holds at most
-        :attr:`BasePlainBackbone.default_band_bytes`; with ``mem_limit_gb`` the tallest whose
+        the backbone's ``default_band_bytes``; with ``mem_limit_gb`` the tallest whose
         predicted peak fits (at most the heights given), and a limit that no band meets is
         refused before any work.
 
@@ -146,17 +158,62 @@ class StreamedBands(ABC):
         if head_rows is not None and mem_limit_gb is None:
             return BandPlan(chunk_rows, head_rows, memory_at(chunk_rows, head_rows))
         # The tallest head band that fits (the prediction grows with the band); without a
-        # limit, even one row may pass the mark, and one row it is then.
-        low, best = 1, memory_at(chunk_rows, 1)
-        if not fits(best):
-            return BandPlan(chunk_rows, low, best)
-        finest = self.finest_rows(image_shape)
-        high = min(head_rows or finest, finest)
-        while low < high:
-            middle = (low + high + 1) // 2
-            memory = memory_at(chunk_rows, middle)
-            if fits(memory):
-                low, best = middle, memory
-            else:
-                high = middle - 1
-        return BandPlan(chunk_rows, low, best)
+        # limit, even one row may pass the mark, and one row it is then. The predictions are
+        # kept, so the plan's is the one its search found, not made twice.
+        predicted = {1: memory_at(chunk_rows, 1)}
+
+        def head_band_fits(rows: int) -> bool:
+            predicted[rows] = predicted.get(rows) or memory_at(chunk_rows, rows)
+            return fits(predicted[rows])
+
+        rows = 1
+        if fits(predicted[1]):
+            finest = self.finest_rows(image_shape)
+            rows = tallest_fitting(1, min(head_rows or finest, finest), head_band_fits)
+        return BandPlan(chunk_rows, rows, predicted[rows])
+
+    def start(self,
+              image: Any,
+              plan: Optional[BandPlan] = None,
+              *,
+              chunk_rows: Optional[int] = None,
+              head_rows: Optional[int] = None,
+              mem_limit_gb: Optional[float] = None,
+              buffer: str = 'memory',
+              **memory_options: int) -> Tuple[Tuple[int, ...], BandPlan]:
+        """The checks before a streamed run, and its plan (inference only).
+
+        Args:
+            image (Tensor | array-like): (B, C, H, W) normalised images (one image for
+                detection).
+            plan (BandPlan, optional): Heights planned beforehand (by :meth:`plan_bands`
+                with the same image and options); None plans them here.
+            chunk_rows, head_rows, mem_limit_gb, buffer, **memory_options: As
+                :meth:`plan_bands` takes them (``plan`` given: only ``buffer`` is used).
+
+        Returns:
+            tuple: The image's shape and the plan.
+
+        Raises:
+            RuntimeError: The model is in training mode.
+            ValueError: A bad ``buffer``, an image of another shape, or a limit no band meets.
+        """
+        if self.model.training:
+            raise RuntimeError(f'streamed {self.task} is inference only: call .eval() first')
+        check_choice('buffer', buffer, BUFFERS)
+        shape = tuple(getattr(image, 'shape', ()))
+        if len(shape) != 4 or (self.batch_of_one and shape[0] != 1):
+            expected = 'one image of shape (1, C, H, W)' if self.batch_of_one else \
+                'images of shape (B, C, H, W)'
+            raise ValueError(f'expected {expected}, got '
+                             f'{shape if shape else type(image).__name__}')
+        if plan is None:
+            plan = self.plan_bands(
+                shape,
+                chunk_rows=chunk_rows,
+                head_rows=head_rows,
+                mem_limit_gb=mem_limit_gb,
+                buffer=buffer,
+                input_in_memory=isinstance(image, Tensor),
+                **memory_options)
+        return shape, plan

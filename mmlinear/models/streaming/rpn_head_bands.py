@@ -6,8 +6,8 @@ import torch
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
-from ..utils.band_resize import Span, crop_band, expand_span
-from ..utils.token_stream import row_bands
+from .band_resize import Span, crop_band, expand_span
+from .token_stream import row_bands
 
 
 class RPNHeadBands:

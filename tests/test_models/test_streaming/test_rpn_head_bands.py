@@ -6,7 +6,7 @@ from mmdet.models.dense_heads import RetinaHead, RPNHead
 from mmdet.structures import DetDataSample
 from mmengine.config import ConfigDict
 
-from mmlinear.models.dense_heads import RPNHeadBands
+from mmlinear.models.streaming.rpn_head_bands import RPNHeadBands
 
 
 def rpn_head(nms_pre):

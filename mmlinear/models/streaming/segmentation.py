@@ -5,13 +5,12 @@ from typing import Any, Iterator, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from ..decode_heads.uper_head_bands import UPerHeadBands, check_uper_head
-from ..utils import check_choice
-from ..utils.band_progress import BandProgress
-from ..utils.band_resize import Span, resize_band, source_span
-from ..utils.stream_memory import GB, StreamedMemory
-from ..utils.streamed_parts import StreamedBands, streamed_parts
-from ..utils.token_stream import BUFFERS, check_head_rows, row_bands
+from .band_planner import BandPlan, BandPlanner, streamed_parts
+from .band_progress import BandProgress
+from .band_resize import Span, resize_band, source_span
+from .memory_model import GB, StreamedMemory
+from .token_stream import check_head_rows, row_bands
+from .uper_head_bands import UPerHeadBands, check_uper_head
 
 
 class StreamedSegmentationMemory(NamedTuple):
@@ -48,7 +47,7 @@ class StreamedSegmentationMemory(NamedTuple):
                 f'{self.output_bytes / GB:.2f})')
 
 
-class StreamedSegmentation(StreamedBands):
+class StreamedSegmentation(BandPlanner):
     """An mmseg ``EncoderDecoder`` run over an image in bands of rows.
 
     The backbone streams (:meth:`BasePlainBackbone.forward_streamed`) and leaves its map
@@ -64,10 +63,11 @@ class StreamedSegmentation(StreamedBands):
     """
 
     task = 'segmentation'
+    batch_of_one = False
 
     def __init__(self, segmentor: nn.Module) -> None:
         backbone, neck = streamed_parts(segmentor, self.task)
-        self.segmentor = segmentor
+        self.model = segmentor
         self.backbone, self.neck, self.decode_head = backbone, neck, segmentor.decode_head
         check_uper_head(self.decode_head)
 
@@ -77,7 +77,7 @@ class StreamedSegmentation(StreamedBands):
         return self.decode_head.out_channels
 
     def _map_shape(self, image_shape: Sequence[int]) -> Tuple[int, int]:
-        return self.backbone._grid_shape(image_shape)
+        return self.backbone.grid_shape(image_shape)
 
     def finest_rows(self, image_shape: Sequence[int]) -> int:
         """Rows of the head's finest input level for (B, C, H, W) images."""
@@ -146,6 +146,7 @@ class StreamedSegmentation(StreamedBands):
 
     def logit_bands(self,
                     image: Any,
+                    plan: Optional[BandPlan] = None,
                     *,
                     chunk_rows: Optional[int] = None,
                     head_rows: Optional[int] = None,
@@ -176,21 +177,15 @@ class StreamedSegmentation(StreamedBands):
             stop - start, W), as ``decode_head.predict`` gives them for the whole image (the
             input's own size), in the weights' dtype and device.
         """
-        if self.segmentor.training:
-            raise RuntimeError('streamed segmentation is inference only: call .eval() first')
-        check_choice('buffer', buffer, BUFFERS)
-        shape = tuple(getattr(image, 'shape', ()))
-        if len(shape) != 4:
-            raise ValueError(f'expected images of shape (B, C, H, W), got '
-                             f'{shape if shape else type(image).__name__}')
-        chunk_rows, head_rows, _ = self.plan_bands(
-            shape,
+        shape, plan = self.start(
+            image,
+            plan,
             chunk_rows=chunk_rows,
             head_rows=head_rows,
             mem_limit_gb=mem_limit_gb,
             buffer=buffer,
-            input_in_memory=isinstance(image, Tensor),
             output_bytes=output_bytes)
+        chunk_rows, head_rows = plan.chunk_rows, plan.head_rows
         weight = self.backbone.patch_embed.projection.weight
         with torch.no_grad():
             feats = self.backbone.forward_streamed(

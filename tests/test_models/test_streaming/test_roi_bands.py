@@ -4,7 +4,7 @@ import pytest
 import torch
 from mmdet.models.roi_heads.roi_extractors import SingleRoIExtractor
 
-from mmlinear.models.roi_heads import extract_roi_bands, group_rows
+from mmlinear.models.streaming.roi_bands import extract_roi_bands, group_rows
 
 
 def random_rois(count, height, width, seed=0):

@@ -6,7 +6,7 @@ from typing import Callable, List, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from ..utils.band_resize import Span
+from .band_resize import Span
 
 Shape = Tuple[int, int]
 

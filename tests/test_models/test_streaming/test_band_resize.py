@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmlinear.models.utils.band_resize import (crop_band, expand_span, resize_band, source_span,
-                                               union_span)
-from mmlinear.models.utils.token_stream import row_bands
+from mmlinear.models.streaming.band_resize import (crop_band, expand_span, resize_band, source_span,
+                                                   union_span)
+from mmlinear.models.streaming.token_stream import row_bands
 
 
 @pytest.mark.parametrize('src, dst', [((5, 7), (10, 14)), ((13, 9), (25, 17)), ((25, 17), (13, 9)),

@@ -8,19 +8,23 @@ from .dynamic_linear import DynamicLinear, pool_tokens_2x2
 from .infsa_attention import ATTN_TYPES, RHO_MODES, InfSAAttention
 from .infvit_block import InfViTBlock
 from .layer_norm_2d import LayerNorm2d
+from .mixers import (EFFICIENT_ATTENTIONS, MIXERS, EfficientAttention, TokenMixer, Values,
+                     build_mixer)
 from .mlp import Mlp
 from .online_core_attention import OnlineCoreAttention
 from .patch_embed import PatchEmbed, adapt_input_bands
+from .plain_block import PlainBlock
 from .proj_patch_embed import ProjPatchEmbed
 from .rope2d import Rope2D, apply_rope, patch_band_coords, patch_grid_coords, rotate_pairs
 from .veca_block import VECABlock
 from .weightformer_block import WeightFormerBlock
 
 __all__ = [
-    'ATTN_TYPES', 'RHO_MODES', 'CorePeripheryAttention', 'DynamicDWConv', 'DynamicLinear',
-    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OnlineCoreAttention', 'PatchEmbed',
-    'ProjPatchEmbed', 'Rope2D', 'VECABlock', 'WeightFormerBlock', 'active_prefix',
+    'ATTN_TYPES', 'EFFICIENT_ATTENTIONS', 'MIXERS', 'RHO_MODES', 'CorePeripheryAttention',
+    'DynamicDWConv', 'DynamicLinear', 'EfficientAttention', 'InfSAAttention', 'InfViTBlock',
+    'LayerNorm2d', 'Mlp', 'OnlineCoreAttention', 'PatchEmbed', 'PlainBlock', 'ProjPatchEmbed',
+    'Rope2D', 'TokenMixer', 'Values', 'VECABlock', 'WeightFormerBlock', 'active_prefix',
     'adapt_input_bands', 'apply_rope', 'band_conv3x3', 'build_coordinate_head', 'build_core_bank',
-    'check_core_budget', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
+    'build_mixer', 'check_core_budget', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
     'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]

@@ -76,9 +76,11 @@ class VECABlock(nn.Module):
         """Query-key pairs per head and image: :meth:`CorePeripheryAttention.interactions`."""
         return self.attn.interactions(num_patches, num_extra_tokens)
 
-    #: Passes of :meth:`forward_streamed` over the patch rows: one serves the cores' online
-    #: softmax and the patches' attention to the cores.
-    stream_passes = 1
+    @property
+    def stream_passes(self) -> int:
+        """int: Passes of :meth:`forward_streamed` over the patch rows: one serves the cores'
+        online softmax and the patches' attention to the cores."""
+        return 1
 
     def _add_mlp(self, x: Tensor) -> Tensor:
         """``x + fc2(SwiGLU(fc1(norm_ffn(x))))``: the second half of the block, per token."""

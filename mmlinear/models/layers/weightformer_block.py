@@ -1,5 +1,5 @@
 """The WeightFormer block, static or dynamic (He, Han and Huang, 2026)."""
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
 
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
@@ -47,8 +47,7 @@ class WeightFormerBlock(nn.Module):
         self.linear2 = Linear(feedforward_channels, embed_dims)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
-    @staticmethod
-    def interactions(num_patches: int, num_extra_tokens: int) -> int:
+    def interactions(self, num_patches: int, num_extra_tokens: int) -> int:
         """Query-key pairs scored per image: none. The dynamic layers predict their
         parameters from pooled sums over the tokens, and no pair of tokens is ever scored.
 
@@ -76,14 +75,18 @@ class WeightFormerBlock(nn.Module):
                 x: Tensor,
                 token_padding_mask: Optional[Tensor] = None,
                 *,
-                hw_shape: Tuple[int, int]) -> Tensor:
+                hw_shape: Tuple[int, int],
+                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, None]]:
         """Args:
             x (Tensor): (B, N, C) row-major tokens.
             token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
             hw_shape (tuple[int, int]): The token grid (H', W'), H' * W' = N.
+            need_weights (bool): Also return the attention weights, which are None: no pair
+                of tokens is scored (the :class:`PlainBlock` protocol asks every block to
+                take it). Defaults to False.
 
         Returns:
-            Tensor: (B, N, C).
+            Tensor | tuple[Tensor, None]: (B, N, C), with None when ``need_weights``.
         """
         if self.dynamic:
             x = self.norm1(x)
@@ -96,7 +99,8 @@ class WeightFormerBlock(nn.Module):
             x = x + self._static_dwconv(tokens_to_map(mixer_in, hw_shape)).flatten(2).transpose(
                 1, 2)
             hidden = self.linear1(self.norm2(x))
-        return x + self.drop_path(self.linear2(hidden))
+        x = x + self.drop_path(self.linear2(hidden))
+        return (x, None) if need_weights else x
 
     def _mixer_input(self, tokens: Tensor, mask: Optional[Tensor]) -> Tensor:
         """What the 3 x 3 depthwise convolution reads: the tokens (LN1 of them in a dynamic

@@ -10,7 +10,7 @@ from demo_training import train_demo_briefly
 from mmengine.runner import Runner
 
 from mmlinear.models.backbones import InfViT
-from mmlinear.models.layers.efficient_attention import EFFICIENT_ATTENTIONS
+from mmlinear.models.layers.mixers import EFFICIENT_ATTENTIONS
 
 BASELINES = list(EFFICIENT_ATTENTIONS)
 

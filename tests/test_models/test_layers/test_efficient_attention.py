@@ -7,10 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from mmlinear.models.layers import InfSAAttention
-from mmlinear.models.layers.efficient_attention import (EFFICIENT_ATTENTIONS, EluLinearAttention,
-                                                        LinformerAttention, NystromAttention,
-                                                        PerformerAttention, iterative_pinv,
-                                                        orthogonal_gaussian_features)
+from mmlinear.models.layers.mixers import (EFFICIENT_ATTENTIONS, EluLinearAttention,
+                                           LinformerAttention, NystromAttention, PerformerAttention,
+                                           iterative_pinv, orthogonal_gaussian_features)
 
 B, H, T, D = 2, 3, 12, 4
 

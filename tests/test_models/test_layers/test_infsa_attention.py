@@ -30,7 +30,10 @@ def test_layer_uses_the_reference_computation():
     v = layer.v_proj(x).reshape(2, 9, 4, 4).transpose(1, 2)
     heads = pure_infsa_reference(q, k, v, layer.rho).transpose(1, 2).reshape(2, 9, 16)
     torch.testing.assert_close(layer(x), layer.out_proj(heads))
-    layer.attn_type = 'linear'
+    # The same weights in a Linear-InfSA layer (the mixer is built with the layer).
+    pure = layer
+    layer = make('linear').double()
+    layer.load_state_dict(pure.state_dict())
     # Linear-InfSA per token: the key-weighted value broadcast to every query.
     pooled = torch.einsum('bhs,bhsd->bhd', linear_infsa_key_weights(q, k, layer.rho), v)
     heads = pooled[:, None].expand(2, 9, 4, 4).reshape(2, 9, 16)

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base_attention import EfficientAttention
+from .efficient_attention import EfficientAttention
 
 
 def iterative_pinv(matrix: Tensor, num_iterations: int) -> Tensor:

@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from .base_attention import EfficientAttention
+from .efficient_attention import EfficientAttention
 
 
 class LinformerAttention(EfficientAttention):

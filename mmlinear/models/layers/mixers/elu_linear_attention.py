@@ -4,7 +4,7 @@ from typing import Optional, Tuple
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base_attention import EfficientAttention
+from .efficient_attention import EfficientAttention
 from .kernel_attention import kernel_attention
 
 

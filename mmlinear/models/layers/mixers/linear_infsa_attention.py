@@ -1,0 +1,73 @@
+"""Linear-InfSA: a rank-1 pooled value broadcast to every query, O(N)."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mmlinear.ops import linear_infsa_key_weights
+from ..linear_infsa_summary import LinearInfSASummary
+from .infsa_mixer import InfSAMixer
+from .values import Values
+
+
+class LinearInfSAAttention(InfSAMixer):
+    """Linear-InfSA (see :mod:`mmlinear.ops.linear_infsa`): key weights ``a`` from the
+    energy-weighted central query, and the pooled value ``sum_j a_j v_j`` as every query's
+    output.
+
+    The output is one vector per (sample, head), so :meth:`mix`, without weights or
+    attention dropout, pools the layer's inputs instead of the values: with
+    ``v_hj = W_h x_j + b_h``, ``sum_j a_hj v_hj = W_h (sum_j a_hj x_j) + b_h sum_j a_hj``
+    (H x C multiply-adds per token instead of the C x C of V), and the value projection then
+    runs on H vectors per sample (:meth:`Values.from_pooled_inputs`); the layer's output
+    projection runs once per sample. The sums are the two passes of
+    :class:`LinearInfSASummary`, over the whole sequence as one band. ``forward`` is the
+    per-token form, with the weights formed.
+
+    Args:
+        head_dims (int): d, the width of a head.
+        attn_drop (float): Dropout on the key weights in training. Defaults to 0.
+        eps (float): Stabiliser of both normalisations. Defaults to 1e-6.
+    """
+
+    def interactions(self, num_tokens: int) -> int:
+        """Query-key pairs scored per head: each key once, against the one energy-pooled
+        query (T); the energies are per token and score no pair."""
+        return num_tokens
+
+    def mix(self,
+            q: Tensor,
+            k: Tensor,
+            values: Values,
+            key_padding_mask: Optional[Tensor] = None,
+            *,
+            need_weights: bool = False,
+            rho: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        """See :meth:`TokenMixer.mix`. Without weights or attention dropout, the output is
+        (B, H, d), in q's dtype."""
+        if self.explicit(need_weights):
+            return super().mix(q, k, values, key_padding_mask, need_weights=need_weights, rho=rho)
+        summary = LinearInfSASummary(self.eps)
+        summary.add_queries(q, key_padding_mask)
+        summary.add_keys(k, values.inputs, key_padding_mask)
+        pooled = values.from_pooled_inputs(*summary.pooled_inputs(rho))
+        # Rounded to q's dtype (the autocast one) as the per-token path rounds its output.
+        return pooled.to(q.dtype), None
+
+    def forward(self,
+                q: Tensor,
+                k: Tensor,
+                v: Tensor,
+                key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False,
+                *,
+                rho: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        """See :class:`InfSAMixer`: the pooled value expanded to the T queries (stride 0),
+        and as weights the (B, H, S) key weights ``a``, before the dropout."""
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            weights = linear_infsa_key_weights(q, k, rho, key_padding_mask, self.eps)
+            pooled = torch.einsum('bhs,bhsd->bhd', F.dropout(weights, self.attn_drop,
+                                                             self.training), v.to(weights.dtype))
+            out = pooled.unsqueeze(2).expand(-1, -1, q.shape[2], -1)
+        return out.to(q.dtype), weights if need_weights else None

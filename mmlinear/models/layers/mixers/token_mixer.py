@@ -1,0 +1,76 @@
+"""The interface every token mixer of :class:`InfSAAttention` implements."""
+from typing import ClassVar, Optional, Tuple
+
+from torch import Tensor, nn
+
+from .values import Values
+
+
+class TokenMixer(nn.Module):
+    """A token mixer over split heads, run by :class:`InfSAAttention` between its q / k / v
+    projections and its output projection.
+
+    ``forward(q, k, v, key_padding_mask=None, need_weights=False)`` is the mechanism: it
+    takes (B, H, T, d) queries and (B, H, S, d) keys and values (unscaled: each mechanism
+    applies its paper's scaling), an optional (B, S) bool mask, True on padded keys, and
+    returns the (B, H, T, d) outputs with, when ``need_weights``, the mechanism's attention
+    weights (else None). Mixers that scale their weights by InfSA's decay also take it, as
+    the keyword ``rho`` (see :attr:`takes_rho`).
+
+    :meth:`mix` is what the layer calls: the same, with the values as :class:`Values`, so
+    that a mixer whose output is one vector per sample (Linear-InfSA) can pool the layer's
+    inputs and never form the per-token values. Its output is then (B, H, d), which the
+    layer projects once per sample and broadcasts to the T queries.
+
+    Args:
+        head_dims (int): d, the width of a head.
+    """
+
+    #: Whether the mixer scales its weights by InfSA's learnable decay rho. The layer owns
+    #: rho (its checkpoints hold it as ``rho_logit`` beside the projections) and passes it
+    #: to :meth:`mix` and ``forward`` as the keyword ``rho``.
+    takes_rho: ClassVar[bool] = False
+    #: Whether the layer projects the queries, keys, values and output around the mixer; a
+    #: mixer that ignores its inputs leaves the layer without parameters.
+    projected: ClassVar[bool] = True
+
+    def __init__(self, head_dims: int) -> None:
+        super().__init__()
+        self.head_dims = head_dims
+
+    def interactions(self, num_tokens: int) -> int:
+        """Query-key pairs the mechanism scores per head for ``num_tokens`` tokens."""
+        raise NotImplementedError
+
+    def mix(self,
+            q: Tensor,
+            k: Tensor,
+            values: Values,
+            key_padding_mask: Optional[Tensor] = None,
+            *,
+            need_weights: bool = False,
+            **mixer_inputs: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
+        """Mix the values of a layer's tokens.
+
+        Args:
+            q (Tensor): (B, H, T, d) queries.
+            k (Tensor): (B, H, S, d) keys.
+            values (Values): The values of the S tokens, projected as the mixer asks.
+            key_padding_mask (Tensor, optional): (B, S) bool, True on padded keys.
+            need_weights (bool): Also return the attention weights. Defaults to False.
+            **mixer_inputs: ``rho``, the (H,) or (1,) decay, for mixers that take it (see
+                :attr:`takes_rho`).
+
+        Returns:
+            tuple[Tensor, Tensor | None]: (B, H, T, d) outputs, or (B, H, d) when every
+            query gets the same output, and the weights when asked.
+        """
+        return self(q, k, values.heads(), key_padding_mask, need_weights, **mixer_inputs)
+
+    def forward(self,
+                q: Tensor,
+                k: Tensor,
+                v: Tensor,
+                key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        raise NotImplementedError

@@ -3,7 +3,7 @@ from typing import Optional, Protocol, Tuple, Union, runtime_checkable
 
 from torch import Tensor
 
-from ..utils.token_stream import TokenStream
+from ..streaming.token_stream import TokenStream
 
 
 @runtime_checkable

@@ -44,7 +44,7 @@ import resource
 import sys
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from mmengine.config import DictAction
@@ -59,6 +59,7 @@ from mmlinear.models.utils.stream_memory import GB
 from mmlinear.models.utils.streamed_parts import BandPlan, StreamedBands
 from mmlinear.models.utils.token_stream import BUFFERS
 from mmlinear.utils.atomic_checkpoint import write_file_atomic
+from mmlinear.utils.atomic_write import atomic_output
 
 #: The outputs of each task, in the order they are written (the summary last).
 OUTPUTS = {
@@ -120,18 +121,6 @@ def planned_outputs(args: argparse.Namespace, task: str) -> List[str]:
     return [osp.join(args.out, name) for name in names]
 
 
-def write_atomically(path: str, write: Callable[[str], None]) -> None:
-    """``write(temporary_path)``, then rename over ``path``: never a half-written output."""
-    base, extension = osp.splitext(path)
-    partial = f'{base}.partial{extension}'
-    try:
-        write(partial)
-        os.replace(partial, path)
-    finally:
-        if osp.exists(partial):
-            os.remove(partial)
-
-
 def write_json(path: str, data: Any) -> None:
     write_file_atomic(path, json.dumps(data).encode())
 
@@ -188,12 +177,14 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
         progress=True)
     class_map, logits = result if args.probabilities else (result, None)
     os.makedirs(args.out, exist_ok=True)
-    write_atomically(outputs[0], lambda path: write_geotiff(path, class_map, georeference))
+    with atomic_output(outputs[0]) as partial:
+        write_geotiff(partial, class_map, georeference)
     if logits is not None:
         for start_row in range(0, height, 1024):  # softmax in place, a block of rows at a time
             block = logits[:, start_row:start_row + 1024]
             block.copy_(block.softmax(0))
-        write_atomically(outputs[1], lambda path: write_geotiff(path, logits, georeference))
+        with atomic_output(outputs[1]) as partial:
+            write_geotiff(partial, logits, georeference)
     counts = torch.bincount(class_map.flatten().long(), minlength=streamed.num_classes)
     return predicted, dict(
         chunk_rows=chunk_rows, head_rows=head_rows, pixels_per_class=counts.tolist())

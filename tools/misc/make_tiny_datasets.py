@@ -56,6 +56,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 from PIL import Image, ImageDraw
 
+from mmlinear.utils.atomic_write import atomic_output
 # The shapes' classes, upright rotations and polygons, shared with the benchmark's large scene.
 from mmlinear.utils.shape_geometry import SHAPE_CLASSES as CLASSES
 from mmlinear.utils.shape_geometry import UPRIGHT, shape_polygon
@@ -366,9 +367,9 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
     cells = -(-size // SCENE_SIZE)
     # Written under temporary names and renamed when complete: an interrupted run leaves no
     # file that a later run would take for a finished scene.
-    partial = ['{}.partial{}'.format(*osp.splitext(path)) for path in paths]
-    with rasterio.open(partial[0], 'w', count=4, dtype='uint16', **profile) as image, \
-            rasterio.open(partial[1], 'w', count=1, dtype='uint8', **profile) as labels:
+    with atomic_output(paths[0]) as image_partial, atomic_output(paths[1]) as labels_partial, \
+            rasterio.open(image_partial, 'w', count=4, dtype='uint16', **profile) as image, \
+            rasterio.open(labels_partial, 'w', count=1, dtype='uint8', **profile) as labels:
         for row in range(cells):
             rgb = np.zeros((SCENE_SIZE, cells * SCENE_SIZE, 3), np.uint8)
             label_row = np.zeros((SCENE_SIZE, cells * SCENE_SIZE), np.uint8)
@@ -382,8 +383,6 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
             window = rasterio.windows.Window(0, row * SCENE_SIZE, size, height)
             image.write(np.ascontiguousarray(bands), window=window)
             labels.write(label_row[None, :height, :size], window=window)
-    for done, path in zip(partial, paths):
-        os.replace(done, path)
     return paths
 
 

@@ -10,14 +10,13 @@ The head count cannot be read from the weights: it is the one asked for if given
 checkpoint's ``config['num_heads']``, else embed_dims / 64 (the head width of every released
 family). ``tools/model_converters/veca2mmlinear.py`` is the command line.
 """
-import re
 from collections import OrderedDict
 from typing import Dict, Optional, Tuple
 
 import torch
 
 from mmlinear.models.backbones.veca import VECA
-from mmlinear.utils.checkpoint_conversion import (check_key_layout, find_state_dict,
+from mmlinear.utils.checkpoint_conversion import (check_key_layout, count_blocks, find_state_dict,
                                                   load_torch_checkpoint, strip_key_prefixes)
 
 #: The head width of every released family.
@@ -65,8 +64,7 @@ def infer_model_args(state: Dict[str, torch.Tensor],
     try:
         conv = state['patch_embed.proj.weight']
         embed_dims, in_channels, patch_size = conv.shape[0], conv.shape[1], conv.shape[2]
-        num_layers = 1 + max(
-            int(m.group(1)) for m in (re.match(r'blocks\.(\d+)\.', k) for k in state) if m)
+        num_layers = count_blocks(state)
         feedforward_channels = state['blocks.0.fc2.weight'].shape[1]
     except (KeyError, ValueError) as e:
         raise ValueError('the source is not in the VECA key layout: cannot find '

@@ -9,15 +9,14 @@ with ``torch.save`` (``.pth`` / ``.pt`` / ``.bin``, possibly wrapped under ``'mo
 ``head.weight`` / ``head.bias`` become ``head.fc.weight`` / ``head.fc.bias`` (mmpretrain
 ``LinearClsHead``). ``tools/model_converters/weightformer2mmlinear.py`` is the command line.
 """
-import re
 from collections import OrderedDict
 from typing import Dict
 
 import torch
 
 from mmlinear.models.backbones.weightformer import WeightFormer
-from mmlinear.utils.checkpoint_conversion import (check_key_layout, load_state_dict_file,
-                                                  strip_key_prefixes)
+from mmlinear.utils.checkpoint_conversion import (check_key_layout, count_blocks,
+                                                  load_state_dict_file, strip_key_prefixes)
 
 #: The released classifier keys and their mmpretrain ``LinearClsHead`` names; every other key
 #: is the backbone's and gets ``backbone.``.
@@ -53,8 +52,7 @@ def infer_arch(state: Dict[str, torch.Tensor]) -> dict:
     """
     try:
         embed_dims = state['patch_embed.proj.weight'].shape[0]
-        num_layers = 1 + max(
-            int(m.group(1)) for m in (re.match(r'blocks\.(\d+)\.', k) for k in state) if m)
+        num_layers = count_blocks(state)
         feedforward_channels = state['blocks.0.linear2.weight'].shape[1]
     except (KeyError, ValueError) as e:
         raise ValueError('the source is not in the WeightFormer key layout: cannot find '

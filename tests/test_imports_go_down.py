@@ -21,6 +21,7 @@ FLOORS = {
     'registry': 2,
     'apis': 3,
     'visualization': 3,
+    'evaluation': 3,
     'cli': 4,
 }
 

@@ -26,7 +26,6 @@ value is taken from :class:`~mmlinear.models.layers.InfSAAttention` itself, and 
 checked key by key against an :class:`~mmlinear.models.InfViT` on the meta device.
 """
 import json
-import os
 import os.path as osp
 import pickle
 import re
@@ -38,6 +37,7 @@ from torch import Tensor
 
 from mmlinear.models import InfViT
 from mmlinear.models.layers import InfSAAttention
+from mmlinear.utils.atomic_write import atomic_output
 from mmlinear.utils.checkpoint_conversion import (check_key_layout, load_state_dict_file,
                                                   strip_key_prefixes)
 
@@ -467,7 +467,7 @@ def convert_vit_checkpoint(src: str,
 def save_converted(converted: ConvertedViT, dst: str) -> None:
     """Write ``{'state_dict': ..., 'meta': ...}`` to ``dst`` (mmengine's checkpoint layout,
     readable by weights-only loading) through a temporary file, so that an interrupted write
-    leaves no partial checkpoint under ``dst``."""
-    tmp = f'{dst}.tmp'
-    torch.save({'state_dict': converted.state_dict, 'meta': converted.meta}, tmp)
-    os.replace(tmp, dst)
+    leaves no partial checkpoint under ``dst``
+    (:func:`mmlinear.utils.atomic_write.atomic_output`)."""
+    with atomic_output(dst) as partial:
+        torch.save({'state_dict': converted.state_dict, 'meta': converted.meta}, partial)

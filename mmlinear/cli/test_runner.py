@@ -1,10 +1,14 @@
-"""A config's own test loop, run as often as an analysis needs (one budget, one resolution)."""
-from typing import TYPE_CHECKING, Dict, Optional
+"""A config's own test loop, run as often as an analysis needs (one budget, one resolution),
+and its test pipeline resized to any square side."""
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from mmengine.config import Config
 
 if TYPE_CHECKING:
     from mmengine.runner import Runner
+
+#: The transforms that set an image's test size; they give way to one resize to S x S.
+SIZE_TRANSFORMS = ('Resize', 'ResizeEdge', 'CenterCrop', 'RandomResize', 'RandomCrop', 'Pad')
 
 
 def build_test_runner(cfg: Config, checkpoint: Optional[str], work_dir: str) -> 'Runner':
@@ -54,3 +58,26 @@ def run_test_loop(runner: 'Runner') -> Dict[str, float]:
         dict[str, float]: The evaluator's metrics.
     """
     return {key: float(value) for key, value in runner.test_loop.run().items()}
+
+
+def resized_pipeline(pipeline: Sequence[dict], side: int) -> List[dict]:
+    """``pipeline`` with its sizing transforms replaced by a resize to ``side`` x ``side``
+    right after the image is loaded (labels loaded later keep their own size).
+
+    Args:
+        pipeline (Sequence[dict]): A test pipeline's transform configs.
+        side (int): The square side every image is resized to.
+
+    Returns:
+        list[dict]: The new pipeline (copies of the kept transforms).
+
+    Raises:
+        ValueError: If the pipeline loads no image (``LoadImageFromFile``).
+    """
+    kept = [dict(t) for t in pipeline if t['type'] not in SIZE_TRANSFORMS]
+    loads = [i for i, t in enumerate(kept) if t['type'] == 'LoadImageFromFile']
+    if not loads:
+        raise ValueError(f'the test pipeline has no LoadImageFromFile to resize after: '
+                         f'{[t["type"] for t in pipeline]}')
+    resize = dict(type='Resize', scale=(side, side), keep_ratio=False)
+    return kept[:loads[0] + 1] + [resize] + kept[loads[0] + 1:]

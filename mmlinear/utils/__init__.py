@@ -1,5 +1,5 @@
-"""The ground floor: extension loading, safe checkpoint loading and writing, config scope,
-progress.
+"""The ground floor: extension loading, safe checkpoint loading and writing, output files
+written whole or not at all, config scope, progress.
 
 The names are resolved on first use, so that importing ``mmlinear.utils`` (as
 ``mmlinear.ops`` does) needs torch only; the checkpoint and config helpers import mmengine
@@ -10,6 +10,7 @@ from typing import Any
 
 # Public name -> the submodule that defines it.
 _EXPORTS = {
+    'atomic_output': 'atomic_write',
     'checkpoint_getattr': 'safe_checkpoint',
     'checkpoint_problem': 'latest_checkpoint',
     'find_latest_valid_checkpoint': 'latest_checkpoint',

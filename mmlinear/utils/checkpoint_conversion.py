@@ -122,6 +122,22 @@ def strip_key_prefixes(state: Mapping[str, Tensor], prefixes: Iterable[str]) -> 
     return {pattern.sub('', key): value for key, value in state.items()}
 
 
+def count_blocks(state: Mapping[str, Tensor]) -> int:
+    """The number of transformer blocks of a released state dict: 1 + the largest ``i`` of
+    its ``blocks.{i}.*`` keys.
+
+    Args:
+        state (Mapping[str, Tensor]): The state dict.
+
+    Returns:
+        int: The block count.
+
+    Raises:
+        ValueError: If no key starts with ``blocks.{i}.``.
+    """
+    return 1 + max(int(m.group(1)) for m in (re.match(r'blocks\.(\d+)\.', k) for k in state) if m)
+
+
 def check_key_layout(state: Mapping[str, Tensor], reference: Mapping[str, Tensor],
                      what: str) -> None:
     """Compare a state dict with the one of the model it must load into.

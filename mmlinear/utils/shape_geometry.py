@@ -2,8 +2,9 @@
 and their polygons.
 
 ``tools/misc/make_tiny_datasets.py`` draws the bundled datasets with them and
-:mod:`mmlinear.cli.benchmark.shape_scene` the large detection scene, so that the scene's
-shapes are the ones the demo detector learnt.
+:mod:`mmlinear.cli.benchmark.shape_scene` the large detection scene (both through
+:mod:`mmlinear.utils.shape_scenes`), so that the scene's shapes are the ones the demo
+detector learnt.
 """
 import math
 from typing import List, Tuple

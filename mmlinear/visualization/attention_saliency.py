@@ -124,3 +124,17 @@ def upsample_saliency(saliency: Tensor, image_hw: Tuple[int, int]) -> Tensor:
         mode='bilinear',
         align_corners=False)[:, 0]
     return full[:, :image_hw[0], :image_hw[1]]
+
+
+def minmax(maps: Tensor) -> Tensor:
+    """Scale every map of a batch to [0, 1] (a constant map to 0).
+
+    Args:
+        maps (Tensor): (B, H, W) maps.
+
+    Returns:
+        Tensor: (B, H, W) maps, each with its minimum at 0 and its maximum at 1.
+    """
+    flat = maps.flatten(1)
+    low, high = flat.min(1).values, flat.max(1).values
+    return ((flat - low[:, None]) / (high - low).clamp(min=1e-12)[:, None]).view_as(maps)

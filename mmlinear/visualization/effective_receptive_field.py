@@ -7,10 +7,12 @@ over images, as RepLKNet and the WeightFormer paper (its Figure 3) draw it. Its 
 summarised by the high-contribution area ratio: the smallest fraction of the pixels that holds
 a given share of the whole map.
 """
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
+
+from mmlinear.apis import backbone_config, build_backbone
 
 #: The shares of the total contribution whose area ratios are reported by default.
 DEFAULT_THRESHOLDS = (0.2, 0.3, 0.5, 0.99)
@@ -98,3 +100,34 @@ def area_ratios(erf: Tensor,
         needed = int(torch.searchsorted(cumulative, t * total * (1 - 1e-12))) + 1
         ratios[t] = min(needed, values.numel()) / values.numel()
     return ratios
+
+
+def build_featmap_backbone(config: str, checkpoint: Optional[str]) -> nn.Module:
+    """A config's backbone returning feature maps, in eval mode: initialised (with the
+    current random state), or with the backbone of ``checkpoint`` loaded strictly.
+
+    Args:
+        config (str): A config file (its ``model.backbone``) or a preset.
+        checkpoint (str, optional): A checkpoint holding the backbone under ``backbone.``.
+
+    Returns:
+        nn.Module: The backbone, its ``out_type`` 'featmap'.
+
+    Raises:
+        ValueError: If the checkpoint is missing or does not hold the config's backbone.
+    """
+    overrides = dict(out_type='featmap')
+    init_cfg = backbone_config(config)[0].get('init_cfg')
+    if isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained':
+        # A dense config starting from a classifier: "before training" is its own random
+        # initialisation, and a given checkpoint replaces every weight anyway.
+        overrides['init_cfg'] = None
+    try:
+        backbone = build_backbone(config, overrides, checkpoint)
+    except FileNotFoundError:
+        raise ValueError(f'checkpoint not found: {checkpoint}')
+    except RuntimeError as error:  # strict loading: missing or unexpected keys, shapes
+        first = str(error).strip().splitlines()[0]
+        raise ValueError(f'{checkpoint} does not hold the backbone of {config}: {first}')
+    backbone.eval()  # not chained: mmpretrain's ViT returns None from train()
+    return backbone

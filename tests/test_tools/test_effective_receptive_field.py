@@ -9,6 +9,8 @@ from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from PIL import Image
 
+from mmlinear.visualization import build_featmap_backbone
+
 tool = load_tool('effective_receptive_field')
 DEMO = osp.join(REPO_ROOT, 'configs', 'demo')
 # The demo classifiers at their 'test' size (the DeiT's arch is a dict, as mmpretrain takes it).
@@ -46,7 +48,7 @@ def image_dir(tmp_path):
 def seeded_backbone_checkpoint(config, path):
     """A checkpoint holding, under 'backbone.', the initial weights the tool builds."""
     torch.manual_seed(0)
-    backbone = tool.build_featmap_backbone(config, None)
+    backbone = build_featmap_backbone(config, None)
     torch.save({'state_dict': {f'backbone.{k}': v for k, v in backbone.state_dict().items()}}, path)
     return str(path)
 

@@ -8,6 +8,8 @@ import sys
 from analysis_tools_loader import load_tool
 from conftest import REPO_ROOT
 
+from mmlinear.utils.shape_scenes import demo_scene
+
 SCRIPT = osp.join(REPO_ROOT, 'tools/misc/make_tiny_datasets.py')
 
 
@@ -155,7 +157,7 @@ def test_depth_maps_round_trip_through_mmseg_nyu_loader(tiny_data):
         # The generator's own stream for this split gives the same scenes again.
         rng = generator.split_rng(0, set_index, split_index)
         for sample in dataset:
-            _, label_map, instances = generator.scene(rng, 128)
+            _, label_map, instances = demo_scene(rng, 128)
             loaded = sample['gt_depth_map']
             assert loaded.dtype == np.float32 and sample['img'].shape == (128, 128, 3)
             np.testing.assert_allclose(

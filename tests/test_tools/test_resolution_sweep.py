@@ -24,21 +24,6 @@ def data_options(tiny_data, tmp_path):
     return configs
 
 
-def test_pipeline_sizing_gives_way_to_one_resize():
-    pipeline = [
-        dict(type='LoadImageFromFile'),
-        dict(type='ResizeEdge', scale=256),
-        dict(type='CenterCrop', crop_size=224),
-        dict(type='LoadAnnotations'),
-        dict(type='PackInputs'),
-    ]
-    assert [t['type'] for t in resolution_sweep.resized_pipeline(pipeline, 96)
-            ] == ['LoadImageFromFile', 'Resize', 'LoadAnnotations', 'PackInputs']
-    assert resolution_sweep.resized_pipeline(pipeline, 96)[1]['scale'] == (96, 96)
-    with pytest.raises(ValueError, match='no LoadImageFromFile'):
-        resolution_sweep.resized_pipeline([dict(type='PackInputs')], 96)
-
-
 def test_veca_beside_a_dense_vit_at_every_resolution(tiny_data, tmp_path):
     veca, infvit = data_options(tiny_data, tmp_path)
     out = tmp_path / 'out'

@@ -3,7 +3,7 @@ import torch
 
 from mmlinear.apis import build_backbone
 from mmlinear.models import VECA
-from mmlinear.visualization import attention_saliency, upsample_saliency
+from mmlinear.visualization import attention_saliency, minmax, upsample_saliency
 
 
 def test_saliency_reads_the_patch_part_of_the_attention():
@@ -71,3 +71,12 @@ def test_upsample_gives_each_pixel_its_patch_and_crops_the_padding():
     corners = torch.stack([full[0, y, x] for y, x in ((7, 7), (7, 24), (29, 0), (29, 31))])
     torch.testing.assert_close(corners, torch.tensor([0., 1., 2., 3.]))
     assert 0 < float(full[0, 15, 15]) < 3  # between the centres: a blend
+
+
+def test_upsample_and_minmax():
+    saliency = torch.tensor([[[0., 1.], [2., 3.]]])
+    full = upsample_saliency(saliency, (30, 32))  # patches of 16, cropped
+    assert full.shape == (1, 30, 32)
+    scaled = minmax(full)
+    assert scaled.min() == 0 and scaled.max() == 1
+    assert float(scaled[0, -1, -1]) == pytest.approx(1) and float(scaled[0, 0, 0]) == 0

@@ -32,38 +32,14 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from mmlinear.apis import (backbone_config, build_backbone, input_normalization, list_images,
-                           load_images)
+from mmlinear.apis import input_normalization, list_images, load_images
 from mmlinear.cli import pair_checkpoints
 from mmlinear.utils.progress import ProgressETA
-from mmlinear.visualization import DEFAULT_THRESHOLDS, area_ratios, effective_receptive_field
+from mmlinear.visualization import (DEFAULT_THRESHOLDS, area_ratios, build_featmap_backbone,
+                                    effective_receptive_field)
 
 #: The heatmaps show this many decades below each map's maximum.
 LOG_DECADES = 4
-
-
-def build_featmap_backbone(config: str, checkpoint: Optional[str]) -> nn.Module:
-    """A config's backbone returning feature maps, in eval mode: initialised (with the
-    current random state), or with the backbone of ``checkpoint`` loaded strictly.
-
-    Raises:
-        ValueError: If the checkpoint is missing or does not hold the config's backbone.
-    """
-    overrides = dict(out_type='featmap')
-    init_cfg = backbone_config(config)[0].get('init_cfg')
-    if isinstance(init_cfg, dict) and init_cfg.get('type') == 'Pretrained':
-        # A dense config starting from a classifier: "before training" is its own random
-        # initialisation, and a given checkpoint replaces every weight anyway.
-        overrides['init_cfg'] = None
-    try:
-        backbone = build_backbone(config, overrides, checkpoint)
-    except FileNotFoundError:
-        raise ValueError(f'checkpoint not found: {checkpoint}')
-    except RuntimeError as error:  # strict loading: missing or unexpected keys, shapes
-        first = str(error).strip().splitlines()[0]
-        raise ValueError(f'{checkpoint} does not hold the backbone of {config}: {first}')
-    backbone.eval()  # not chained: mmpretrain's ViT returns None from train()
-    return backbone
 
 
 def patch_side(backbone: nn.Module) -> int:

@@ -39,20 +39,12 @@ from mmlinear.apis import (BACKBONE_PRESETS, build_backbone, build_classifier, c
                            input_normalization, list_images, load_images)
 from mmlinear.cli import build_test_runner, run_test_loop
 from mmlinear.cli.benchmark import median_ms
+from mmlinear.models.layers import check_core_budgets
 from mmlinear.utils.progress import ProgressETA
 
 # VECA's nested training drops whole chunks of 8 cores, so only multiples of 8 are budgets
 # the weights were trained for.
 BUDGET_STEP = 8
-
-
-def check_budgets(budgets: Sequence[int], max_cores: int) -> List[int]:
-    """Sorted budgets, each a multiple of 8 in [8, max_cores]; ValueError naming them."""
-    bad = [c for c in budgets if c % BUDGET_STEP or not BUDGET_STEP <= c <= max_cores]
-    if bad:
-        raise ValueError(f'core budgets must be multiples of {BUDGET_STEP} in '
-                         f'[{BUDGET_STEP}, {max_cores}], got {bad}')
-    return sorted(set(budgets))
 
 
 @torch.no_grad()
@@ -203,7 +195,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         raise SystemExit(f'{type(backbone).__name__} is not an elastic (VECA) backbone')
     max_cores = getattr(backbone, 'max_cores', 64)
     try:
-        budgets = check_budgets(args.budgets, max_cores)
+        budgets = check_core_budgets(args.budgets, max_cores, BUDGET_STEP)
     except ValueError as error:
         raise SystemExit(str(error))
 

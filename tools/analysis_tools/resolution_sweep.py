@@ -25,30 +25,13 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from mmengine.config import Config
 
-from mmlinear.cli import build_test_runner, fix_dataloaders, pair_checkpoints, run_test_loop
+from mmlinear.cli import (build_test_runner, fix_dataloaders, pair_checkpoints, resized_pipeline,
+                          run_test_loop)
 from mmlinear.cli.benchmark import median_ms
 from mmlinear.utils.progress import ProgressETA
 
-#: The transforms that set an image's test size; they give way to one resize to S x S.
-SIZE_TRANSFORMS = ('Resize', 'ResizeEdge', 'CenterCrop', 'RandomResize', 'RandomCrop', 'Pad')
 #: The metric plotted, the first of these that the evaluator reports (or --metric).
 METRICS = ('accuracy/top1', 'mIoU', 'rmse', 'coco/bbox_mAP')
-
-
-def resized_pipeline(pipeline: Sequence[dict], side: int) -> List[dict]:
-    """``pipeline`` with its sizing transforms replaced by a resize to ``side`` x ``side``
-    right after the image is loaded (labels loaded later keep their own size).
-
-    Raises:
-        ValueError: If the pipeline loads no image (``LoadImageFromFile``).
-    """
-    kept = [dict(t) for t in pipeline if t['type'] not in SIZE_TRANSFORMS]
-    loads = [i for i, t in enumerate(kept) if t['type'] == 'LoadImageFromFile']
-    if not loads:
-        raise ValueError(f'the test pipeline has no LoadImageFromFile to resize after: '
-                         f'{[t["type"] for t in pipeline]}')
-    resize = dict(type='Resize', scale=(side, side), keep_ratio=False)
-    return kept[:loads[0] + 1] + [resize] + kept[loads[0] + 1:]
 
 
 def sweep_model(config: str, checkpoint: Optional[str], resolutions: Sequence[int],

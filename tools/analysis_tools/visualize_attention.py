@@ -29,14 +29,7 @@ from torch import Tensor
 
 from mmlinear.apis import build_backbone, input_normalization, list_images, load_images
 from mmlinear.cli import pair_checkpoints
-from mmlinear.visualization import QUERY_MODES, attention_saliency, upsample_saliency
-
-
-def minmax(maps: Tensor) -> Tensor:
-    """Scale every (H, W) map of a (B, H, W) batch to [0, 1]."""
-    flat = maps.flatten(1)
-    low, high = flat.min(1).values, flat.max(1).values
-    return ((flat - low[:, None]) / (high - low).clamp(min=1e-12)[:, None]).view_as(maps)
+from mmlinear.visualization import QUERY_MODES, attention_saliency, minmax, upsample_saliency
 
 
 def draw(images: List[np.ndarray],

@@ -44,7 +44,7 @@ import resource
 import sys
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from mmengine.config import DictAction
@@ -54,6 +54,7 @@ from mmlinear.apis import (BUFFERS, BandPlan, detect_large_image, load_config, o
 from mmlinear.apis.detection_files import coco_detections, geojson_detections
 from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.utils.atomic_checkpoint import write_file_atomic
+from mmlinear.utils.atomic_write import atomic_output
 
 #: The outputs of each task, in the order they are written (the summary last).
 OUTPUTS = {
@@ -115,18 +116,6 @@ def planned_outputs(args: argparse.Namespace, task: str) -> List[str]:
     return [osp.join(args.out, name) for name in names]
 
 
-def write_atomically(path: str, write: Callable[[str], None]) -> None:
-    """``write(temporary_path)``, then rename over ``path``: never a half-written output."""
-    base, extension = osp.splitext(path)
-    partial = f'{base}.partial{extension}'
-    try:
-        write(partial)
-        os.replace(partial, path)
-    finally:
-        if osp.exists(partial):
-            os.remove(partial)
-
-
 def write_json(path: str, data: Any) -> None:
     write_file_atomic(path, json.dumps(data).encode())
 
@@ -177,12 +166,14 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
         progress=True)
     class_map, logits = result if args.probabilities else (result, None)
     os.makedirs(args.out, exist_ok=True)
-    write_atomically(outputs[0], lambda path: write_geotiff(path, class_map, georeference))
+    with atomic_output(outputs[0]) as partial:
+        write_geotiff(partial, class_map, georeference)
     if logits is not None:
         for start_row in range(0, height, 1024):  # softmax in place, a block of rows at a time
             block = logits[:, start_row:start_row + 1024]
             block.copy_(block.softmax(0))
-        write_atomically(outputs[1], lambda path: write_geotiff(path, logits, georeference))
+        with atomic_output(outputs[1]) as partial:
+            write_geotiff(partial, logits, georeference)
     counts = torch.bincount(class_map.flatten().long(), minlength=model.decode_head.out_channels)
     return plan, dict(
         chunk_rows=plan.chunk_rows, head_rows=plan.head_rows, pixels_per_class=counts.tolist())

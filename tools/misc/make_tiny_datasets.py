@@ -56,9 +56,12 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 from PIL import Image, ImageDraw
 
-# The shapes' classes, upright rotations and polygons, shared with the benchmark's large scene.
+from mmlinear.utils.atomic_write import atomic_output
+# The shapes' classes, upright rotations, polygons and scenes, shared with the benchmark's large
+# scene.
 from mmlinear.utils.shape_geometry import SHAPE_CLASSES as CLASSES
 from mmlinear.utils.shape_geometry import UPRIGHT, shape_polygon
+from mmlinear.utils.shape_scenes import bright_colour, demo_scene, noisy_background
 
 RELATION_CLASSES = ('same', 'different')
 RELATION_PALETTE = ((230, 40, 40), (40, 200, 60), (50, 90, 240), (240, 220, 40), (220, 60, 220),
@@ -70,19 +73,6 @@ def polygon_area(points: List[Tuple[float, float]]) -> float:
     """Shoelace area of a simple polygon."""
     xs, ys = np.array(points).T
     return float(abs(np.dot(xs, np.roll(ys, 1)) - np.dot(ys, np.roll(xs, 1))) / 2)
-
-
-def noisy_background(rng: np.random.RandomState, size: int, noise: int = 12) -> Image.Image:
-    """A random dark colour with mild pixel noise (uniform in +-``noise``), so images are not
-    trivially clean."""
-    base = rng.randint(0, 90, size=3)
-    noise = rng.randint(-noise, noise + 1, size=(size, size, 3))
-    return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8))
-
-
-def bright_colour(rng: np.random.RandomState) -> Tuple[int, int, int]:
-    """A random colour clearly brighter than every background."""
-    return tuple(int(c) for c in rng.randint(120, 256, size=3))
 
 
 #: The classification images' shape radii (px) and background noise (+- grey levels).
@@ -162,32 +152,6 @@ def make_relation(root: str, split: str, count: int, rng: np.random.RandomState)
         img.save(osp.join(root, split, RELATION_CLASSES[label], f'{i:05d}.png'))
 
 
-def scene(rng: np.random.RandomState, size: int) -> Tuple[Image.Image, np.ndarray, List[Dict]]:
-    """1-3 non-overlapping shapes; returns the image, the label map and the instances."""
-    img = noisy_background(rng, size)
-    label_map = Image.new('L', (size, size), 0)
-    draw, label_draw = ImageDraw.Draw(img), ImageDraw.Draw(label_map)
-    placed: List[Tuple[float, float, float]] = []
-    instances = []
-    for _ in range(rng.randint(1, 4)):
-        for _attempt in range(20):
-            radius = rng.uniform(12, 30)
-            cx, cy = rng.uniform(radius, size - radius, size=2)
-            if all(math.hypot(cx - x, cy - y) > radius + r + 2 for x, y, r in placed):
-                break
-        else:
-            continue
-        placed.append((cx, cy, radius))
-        category = int(rng.randint(len(CLASSES)))
-        # Upright, as in the classification set: the detection and segmentation demos start
-        # from the classifier's backbone, so their shapes are the ones it learnt.
-        polygon = shape_polygon(CLASSES[category], cx, cy, radius, UPRIGHT[CLASSES[category]])
-        draw.polygon(polygon, fill=bright_colour(rng))
-        label_draw.polygon(polygon, fill=category + 1)
-        instances.append(dict(category=category, polygon=polygon))
-    return img, np.array(label_map), instances
-
-
 def make_coco(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
     """COCO instance segmentation json with polygon masks."""
     size = 128
@@ -196,7 +160,7 @@ def make_coco(root: str, split: str, count: int, rng: np.random.RandomState) -> 
     os.makedirs(osp.join(root, 'annotations'), exist_ok=True)
     images, annotations = [], []
     for i in range(count):
-        img, _, instances = scene(rng, size)
+        img, _, instances = demo_scene(rng, size)
         file_name = f'{i:05d}.png'
         img.save(osp.join(img_dir, file_name))
         images.append(dict(id=i + 1, file_name=file_name, width=size, height=size))
@@ -234,7 +198,7 @@ def write_seg_split(root: str, split: str, count: int,
 
 def make_ade(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
     """ADE-style images (.jpg) and label maps (.png, 0 = background)."""
-    write_seg_split(root, split, count, lambda: scene(rng, 128)[:2])
+    write_seg_split(root, split, count, lambda: demo_scene(rng, 128)[:2])
 
 
 PAIR_CLASSES = ('background', 'paired', 'single')
@@ -294,8 +258,8 @@ def ground_depth(size: int) -> np.ndarray:
 
 
 def scene_depth(label_map: np.ndarray, instances: List[Dict]) -> np.ndarray:
-    """(H, W) depth in metres of a :func:`scene`: the ground plane, and every shape upright at
-    the ground's depth under its lowest point.
+    """(H, W) depth in metres of a :func:`~mmlinear.utils.shape_scenes.demo_scene`: the ground
+    plane, and every shape upright at the ground's depth under its lowest point.
 
     Args:
         label_map (np.ndarray): (H, W) labels, 0 on the ground.
@@ -324,7 +288,7 @@ def make_depth(root: str, split: str, count: int, rng: np.random.RandomState) ->
     os.makedirs(img_dir, exist_ok=True)
     os.makedirs(ann_dir, exist_ok=True)
     for i in range(count):
-        img, label_map, instances = scene(rng, size)
+        img, label_map, instances = demo_scene(rng, size)
         depth = scene_depth(label_map, instances)
         pixels = np.asarray(img, np.float64)
         ground = label_map == 0
@@ -366,14 +330,14 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
     cells = -(-size // SCENE_SIZE)
     # Written under temporary names and renamed when complete: an interrupted run leaves no
     # file that a later run would take for a finished scene.
-    partial = ['{}.partial{}'.format(*osp.splitext(path)) for path in paths]
-    with rasterio.open(partial[0], 'w', count=4, dtype='uint16', **profile) as image, \
-            rasterio.open(partial[1], 'w', count=1, dtype='uint8', **profile) as labels:
+    with atomic_output(paths[0]) as image_partial, atomic_output(paths[1]) as labels_partial, \
+            rasterio.open(image_partial, 'w', count=4, dtype='uint16', **profile) as image, \
+            rasterio.open(labels_partial, 'w', count=1, dtype='uint8', **profile) as labels:
         for row in range(cells):
             rgb = np.zeros((SCENE_SIZE, cells * SCENE_SIZE, 3), np.uint8)
             label_row = np.zeros((SCENE_SIZE, cells * SCENE_SIZE), np.uint8)
             for col in range(cells):
-                img, label_map, _ = scene(rng, SCENE_SIZE)
+                img, label_map, _ = demo_scene(rng, SCENE_SIZE)
                 rgb[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = np.asarray(img)
                 label_row[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = label_map
             height = min(SCENE_SIZE, size - row * SCENE_SIZE)
@@ -382,8 +346,6 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
             window = rasterio.windows.Window(0, row * SCENE_SIZE, size, height)
             image.write(np.ascontiguousarray(bands), window=window)
             labels.write(label_row[None, :height, :size], window=window)
-    for done, path in zip(partial, paths):
-        os.replace(done, path)
     return paths
 
 

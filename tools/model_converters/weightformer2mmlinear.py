@@ -15,58 +15,12 @@ Usage:
 import argparse
 import os
 import os.path as osp
-import re
 import sys
-from collections import OrderedDict
-from typing import Dict
 
 import torch
 
-from mmlinear.utils.checkpoint_conversion import (CONVERSION_ERRORS, check_key_layout,
-                                                  load_state_dict_file, strip_key_prefixes)
-
-HEAD_MAP = {'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias'}
-
-
-def load_source(path: str) -> Dict[str, torch.Tensor]:
-    """Read the released state dict from ``path`` (.pth-like or .safetensors)."""
-    state = load_state_dict_file(path, ('model', 'state_dict'))
-    # DataParallel / DDP saves
-    return strip_key_prefixes(state, ('module.', ))
-
-
-def infer_arch(state: Dict[str, torch.Tensor]) -> dict:
-    """The WeightFormer arch dict (embed_dims, num_layers, feedforward_channels)."""
-    try:
-        embed_dims = state['patch_embed.proj.weight'].shape[0]
-        num_layers = 1 + max(
-            int(m.group(1)) for m in (re.match(r'blocks\.(\d+)\.', k) for k in state) if m)
-        feedforward_channels = state['blocks.0.linear2.weight'].shape[1]
-    except (KeyError, ValueError) as e:
-        raise ValueError('the source is not in the WeightFormer key layout: cannot find '
-                         'patch_embed.proj.weight, blocks.{i}.* and blocks.0.linear2.weight') from e
-    return dict(
-        embed_dims=embed_dims, num_layers=num_layers, feedforward_channels=feedforward_channels)
-
-
-def check_layout(state: Dict[str, torch.Tensor]) -> dict:
-    """Check the backbone keys and shapes against an mmlinear WeightFormer of the same
-    size; raise ``ValueError`` listing missing / unexpected / mis-shaped keys."""
-    from mmlinear.models.backbones.weightformer import WeightFormer
-    arch = infer_arch(state)
-    reference = WeightFormer(arch=arch, init_cfg=None).state_dict()
-    backbone = {k: v for k, v in state.items() if k not in HEAD_MAP}
-    check_key_layout(backbone, reference, f'the WeightFormer layout (arch {arch})')
-    return arch
-
-
-def convert(state: Dict[str, torch.Tensor]) -> 'OrderedDict[str, torch.Tensor]':
-    """Map released keys to mmlinear ones (``backbone.*``, ``head.fc.*``)."""
-    check_layout(state)
-    out = OrderedDict()
-    for key, value in state.items():
-        out[HEAD_MAP.get(key, f'backbone.{key}')] = value.contiguous()
-    return out
+from mmlinear.apis.weightformer_conversion import convert, load_source
+from mmlinear.utils.checkpoint_conversion import CONVERSION_ERRORS
 
 
 def main(argv=None) -> None:

@@ -1,11 +1,11 @@
 """A large generated scene of many shapes, with its ground truth, for comparing whole-image
 detection with detection on slices."""
-import math
 from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
-from mmlinear.utils.shape_geometry import SHAPE_CLASSES, UPRIGHT, shape_polygon
+from mmlinear.utils.shape_geometry import SHAPE_CLASSES
+from mmlinear.utils.shape_scenes import draw_random_shape, noisy_background, overlaps
 
 
 class ShapeScene(NamedTuple):
@@ -26,12 +26,13 @@ def shape_scene(size: int,
                 radius_range: Tuple[float, float] = (12, 30),
                 shapes_per_cell: float = 2.0,
                 cell: int = 128) -> ShapeScene:
-    """A ``size`` x ``size`` scene drawn as the demo detector's training scenes are drawn,
-    at their scale: upright circles, squares and triangles of circumradius ``radius_range``
-    in bright colours (120-255 per channel) on a dark noisy background (a random colour of
-    0-89 per ``cell`` x ``cell`` block, +-12 of pixel noise), never overlapping, placed
-    anywhere (so that many cross the borders of any grid of tiles), about
-    ``shapes_per_cell`` per block as in the 128 x 128 training scenes (1-3 each).
+    """A ``size`` x ``size`` scene drawn as the demo detector's training scenes are drawn
+    (:mod:`mmlinear.utils.shape_scenes`), at their scale: upright circles, squares and
+    triangles of circumradius ``radius_range`` in bright colours (120-255 per channel) on a
+    dark noisy background (a random colour of 0-89 per ``cell`` x ``cell`` block, +-12 of
+    pixel noise), never overlapping, placed anywhere (so that many cross the borders of any
+    grid of tiles), about ``shapes_per_cell`` per block as in the 128 x 128 training scenes
+    (1-3 each).
 
     Args:
         size (int): Side in pixels.
@@ -43,13 +44,9 @@ def shape_scene(size: int,
     Returns:
         ShapeScene: The image and its boxes and labels.
     """
-    from PIL import Image, ImageDraw
+    from PIL import ImageDraw
     rng = np.random.default_rng(seed)
-    blocks = -(-size // cell)
-    background = np.repeat(np.repeat(rng.integers(0, 90, (blocks, blocks, 3)), cell, 0), cell,
-                           1)[:size, :size]
-    noise = rng.integers(-12, 13, (size, size, 3))
-    canvas = Image.fromarray(np.clip(background + noise, 0, 255).astype(np.uint8))
+    canvas = noisy_background(rng, size, cell=cell)
     draw = ImageDraw.Draw(canvas)
     wanted = int(round(shapes_per_cell * size * size / cell**2))
     grid: Dict[Tuple[int, int], List[Tuple[float, float, float]]] = {}
@@ -65,16 +62,16 @@ def shape_scene(size: int,
             placed for dx in (-1, 0, 1) for dy in (-1, 0, 1)
             for placed in grid.get((key[0] + dx, key[1] + dy), [])
         ]
-        if any(math.hypot(cx - x, cy - y) <= radius + r + 2 for x, y, r in near):
+        if overlaps(cx, cy, radius, near):
             continue
         grid.setdefault(key, []).append((cx, cy, radius))
-        label = int(rng.integers(len(SHAPE_CLASSES)))
-        kind = SHAPE_CLASSES[label]
-        points = np.array(shape_polygon(kind, cx, cy, radius, UPRIGHT[kind]))
-        draw.polygon([tuple(p) for p in points.tolist()],
-                     fill=tuple(int(c) for c in rng.integers(120, 256, 3)))
+        label, polygon = draw_random_shape(draw, rng, cx, cy, radius)
+        points = np.array(polygon)
         boxes.append([*points.min(0).clip(0, size), *points.max(0).clip(0, size)])
         labels.append(label)
     return ShapeScene(
         np.asarray(canvas),
         np.array(boxes, dtype=np.float64).reshape(-1, 4), np.array(labels, dtype=np.int64))
+
+
+__all__ = ['SHAPE_CLASSES', 'ShapeScene', 'shape_scene']

@@ -1,6 +1,6 @@
 from .band_conv import band_conv3x3
-from .core_bank import (active_prefix, build_core_bank, check_core_budget, farthest_point_sampling,
-                        fps_core_coords)
+from .core_bank import (active_prefix, build_core_bank, check_core_budget, check_core_budgets,
+                        farthest_point_sampling, fps_core_coords)
 from .core_coordinate_head import build_coordinate_head, move_cores
 from .core_periphery_attention import CorePeripheryAttention
 from .dynamic_dwconv import DynamicDWConv
@@ -25,6 +25,7 @@ __all__ = [
     'LayerNorm2d', 'Mlp', 'OnlineCoreAttention', 'PatchEmbed', 'PlainBlock', 'ProjPatchEmbed',
     'Rope2D', 'TokenMixer', 'Values', 'VECABlock', 'WeightFormerBlock', 'active_prefix',
     'adapt_input_bands', 'apply_rope', 'band_conv3x3', 'build_coordinate_head', 'build_core_bank',
-    'build_mixer', 'check_core_budget', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
-    'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'build_mixer', 'check_core_budget', 'check_core_budgets', 'farthest_point_sampling',
+    'fps_core_coords', 'move_cores', 'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2',
+    'rotate_pairs'
 ]

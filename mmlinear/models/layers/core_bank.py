@@ -2,7 +2,7 @@
 official VECA code builds them."""
 import math
 import numbers
-from typing import Tuple
+from typing import List, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -120,3 +120,25 @@ def check_core_budget(value: object, max_cores: int, chunk_size: int) -> int:
         raise ValueError(f'active_cores must be one of {allowed} (multiples of {chunk_size} '
                          f'up to the bank size {max_cores}), got {value!r}')
     return int(value)
+
+
+def check_core_budgets(budgets: Sequence[int], max_cores: int, chunk_size: int) -> List[int]:
+    """Validate the core budgets of a sweep, naming every bad one.
+
+    Args:
+        budgets (Sequence[int]): The budgets given (repeats allowed).
+        max_cores (int): Bank size M.
+        chunk_size (int): Budget granularity.
+
+    Returns:
+        list[int]: The distinct budgets, ascending.
+
+    Raises:
+        ValueError: Unless every budget is a multiple of ``chunk_size`` in
+            [chunk_size, max_cores]; the message lists the bad ones.
+    """
+    bad = [c for c in budgets if c % chunk_size or not chunk_size <= c <= max_cores]
+    if bad:
+        raise ValueError(f'core budgets must be multiples of {chunk_size} in '
+                         f'[{chunk_size}, {max_cores}], got {bad}')
+    return sorted(set(budgets))

@@ -1,5 +1,5 @@
-"""The released checkpoints' layouts (``tests/data/released_layouts/<model>.json``) and fake
-checkpoints built from them.
+"""The released checkpoints' layouts (``tests/data/released_layouts/<model>.json``), fake
+checkpoints built from them and the models of ours they load into.
 
 Each JSON file lists, for one released model, every state-dict key with its shape and dtype
 as the official code builds the model, says where the weights are published and in which
@@ -13,6 +13,10 @@ from typing import Dict
 
 import torch
 from conftest import REPO_ROOT
+from mmengine.registry import MODELS, init_default_scope
+from torch import nn
+
+from mmlinear.models import VECA, WeightFormer
 
 LAYOUT_DIR = osp.join(REPO_ROOT, 'tests', 'data', 'released_layouts')
 
@@ -53,3 +57,41 @@ def training_entries(container: dict) -> dict:
         elif key != 'config':
             entries[key] = 0
     return entries
+
+
+#: The released models and our presets of the same size.
+WEIGHTFORMER_ARCHS = {'weightformer-t': 't', 'weightformer-s': 's', 'weightformer-b': 'b'}
+VECA_ARCHS = {
+    'veca-small': 'small',
+    'veca-splus': 'splus',
+    'veca-base': 'base',
+    'veca-large': 'large'
+}
+TEACHER_WIDTH = 768  # DINOv3 ViT-B/16: the released students project to it
+
+
+def weightformer_classifier(arch: str) -> nn.Module:
+    """An mmpretrain ImageClassifier with our WeightFormer preset ``arch`` and a 1000-class
+    linear head, as the released classifiers are."""
+    init_default_scope('mmpretrain')
+    return MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(type='mmlinear.WeightFormer', arch=arch, out_type='avg_featmap'),
+            neck=None,
+            head=dict(
+                type='LinearClsHead',
+                num_classes=1000,
+                in_channels=WeightFormer.arch_zoo[arch]['embed_dims'])))
+
+
+def veca_holder(arch: str, out_channels) -> nn.Module:
+    """A module holding our VECA as ``backbone``, as a model built from a config does."""
+    holder = nn.Module()
+    holder.backbone = VECA(arch=arch, out_channels=out_channels, init_cfg=None)
+    return holder
+
+
+def assert_loads_strictly(model: nn.Module, state: Dict[str, torch.Tensor]) -> None:
+    """``state`` has exactly ``model``'s keys and shapes (meta tensors are assigned)."""
+    model.load_state_dict(state, strict=True, assign=True)

@@ -1,57 +1,21 @@
 """The skeleton that InfViT, WeightFormer and VECA share: a plain (single-stride) token stack."""
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+import torch
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from ..streaming.streamed_backbone import StreamedBackboneMixin
-from ..utils import (check_choice, check_frozen_stages, freeze, masked_mean, normalize_indices,
-                     patch_grid, pixel_to_token_mask, resolve_arch, resolve_padding_mask,
-                     tokens_to_map)
+from ..streaming.streamed_backbone import EmbedSetup, StreamedBackboneMixin
+from ..streaming.token_output import format_output
+from ..utils import (check_choice, check_frozen_stages, freeze, normalize_indices, patch_grid,
+                     pixel_to_token_mask, resolve_arch, resolve_padding_mask)
+from .token_grid import BlockStep, TokenGrid
 
 #: Every output format a plain backbone may offer; each backbone lists the ones it has.
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap', 'raw')
 #: The DeiT / timm ViT initialisation of the Linear layers (``BaseModule`` copies it).
 TRUNC_NORMAL_INIT = dict(type='TruncNormal', layer='Linear', std=.02, bias=0.)
-
-
-class TokenGrid(NamedTuple):
-    """The embedded input that the blocks run on (what :meth:`_embed` returns).
-
-    Attributes:
-        tokens (Tensor): (B, E + N, C), the E extra tokens (CLS, cores) first, then the N
-            patch tokens in row-major order.
-        hw_shape (tuple[int, int]): The patch grid (H', W'), H' * W' = N.
-        num_extra_tokens (int): E.
-        token_padding_mask (Tensor | None): (B, N) bool, True on padded patches; None
-            without a padding mask.
-        block_state (dict): The backbone-specific state the block loop starts from (VECA:
-            the cores' coordinates and the patches' RoPE angles); :meth:`_block_inputs`
-            derives each block's arguments and the next state from it, never changing it.
-    """
-    tokens: Tensor
-    hw_shape: Tuple[int, int]
-    num_extra_tokens: int
-    token_padding_mask: Optional[Tensor]
-    block_state: Dict[str, Any]
-
-
-class BlockStep(NamedTuple):
-    """What :meth:`BasePlainBackbone._run_blocks` yields after each block.
-
-    Attributes:
-        index (int): The block index.
-        tokens (Tensor): (B, E + N, C), the block's output (before any final norm).
-        grid (TokenGrid): The embedded input (grid shape, masks, extra-token count).
-        state (dict): The block state this block ran with (see :meth:`_block_inputs`).
-        weights (Tensor | None): The block's attention weights, when asked for.
-    """
-    index: int
-    tokens: Tensor
-    grid: TokenGrid
-    state: Dict[str, Any]
-    weights: Optional[Tensor]
 
 
 class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
@@ -63,10 +27,13 @@ class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
     block loop (with gradient checkpointing) shared by :meth:`forward` and the attention-map
     methods, the final norm, the padding-mask handling and the input checks. A subclass
     builds its modules (``patch_embed``, ``blocks`` and the final norm through
-    :meth:`_add_final_norm`), then calls :meth:`_freeze_stages`, and implements
-    :meth:`_embed` and, where its blocks take more than the tokens and the patch mask,
-    :meth:`_block_inputs`. Every block is called as ``block(tokens, token_padding_mask,
-    **named)`` with the named arguments of :meth:`_block_inputs`.
+    :meth:`_add_final_norm`), then calls :meth:`_freeze_stages`. The whole forward is the
+    streamed one with every patch row in one band, so one set of hooks serves both: the
+    embedding (:meth:`_embed_setup`, :meth:`_embed_rows`), the blocks' named arguments
+    (:meth:`_block_inputs`; every block is called as ``block(tokens, token_padding_mask,
+    **named)`` or ``block.forward_streamed(stream, **named)``), the head
+    (:meth:`_apply_head`) and the output formatter
+    (:func:`~mmlinear.models.streaming.token_output.format_output`).
 
     Vocabulary: ``padding_mask`` is the (B, H, W) bool pixel mask of the input (True on
     padding, the valid region in the top-left corner, as mmdet / mmseg pad);
@@ -138,29 +105,47 @@ class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
         """What freezing every block also freezes: the final norm and what follows it."""
         return [self.final_norm]
 
-    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor], **kwargs) -> TokenGrid:
-        """Embed checked images into the tokens the first block takes.
+    def _embed_setup(self, batch: int, hw_shape: Tuple[int,
+                                                       int], token_padding_mask: Optional[Tensor],
+                     device: torch.device, whole_grid: bool, **call_kwargs) -> EmbedSetup:
+        """What embedding the patch rows needs besides their projection, for one forward.
 
         Args:
-            x (Tensor): (B, in_channels, H, W) floating-point images.
+            batch (int): B.
+            hw_shape (tuple[int, int]): The token grid (H', W').
             token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches.
-            **kwargs: Backbone-specific options of the call (VECA: ``num_cores``).
+            device (torch.device): Where the tokens are computed.
+            whole_grid (bool): True for the whole forward (every row at once: a table of the
+                whole grid may be made), False for the streamed one (bands of rows).
+            **call_kwargs: Backbone-specific options of the call (VECA: ``active_cores``).
 
         Returns:
-            TokenGrid: The tokens and what the blocks need besides them.
+            EmbedSetup: Defaults to no extra tokens and an empty block state.
         """
-        raise NotImplementedError
+        return EmbedSetup(None, {}, None)
 
-    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+    def _embed_rows(self, tokens: Tensor, rows: Tuple[int, int], setup: EmbedSetup) -> Tensor:
+        """The first block's patch tokens of grid rows [start, stop) from their projection
+        (B, n, C) (positions, a norm); defaults to the projection itself."""
+        return tokens
+
+    def _after_embed(self, tokens: Tensor) -> Tensor:
+        """What follows the embedding of the whole token sequence (B, E + N, C) in the whole
+        forward (InfViT: dropout); defaults to nothing."""
+        return tokens
+
+    def _block_inputs(self, index: int, extra: Optional[Tensor], hw_shape: Tuple[int, int],
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        """The named arguments of block ``index`` besides its tokens and patch mask.
+        """The named arguments of block ``index`` besides its tokens and patch mask, the same
+        for its ``forward`` and ``forward_streamed``.
 
         Args:
             index (int): The block index.
-            tokens (Tensor): (B, E + N, C), the block's input.
-            grid (TokenGrid): The embedded input.
-            state (dict): The block state after the previous block (``grid.block_state``
-                for block 0); not changed.
+            extra (Tensor, optional): (B, E, C), the block's input extra tokens (CLS,
+                cores); None or empty when E = 0.
+            hw_shape (tuple[int, int]): The token grid (H', W').
+            state (dict): The block state after the previous block (the embedding's for
+                block 0); not changed.
 
         Returns:
             tuple[dict, dict]: The block's named arguments, and the state it ran with, which
@@ -202,6 +187,18 @@ class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
             return None
         return pixel_to_token_mask(padding_mask, self.patch_size)
 
+    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor], **call_kwargs) -> TokenGrid:
+        """Embed checked images (B, in_channels, H, W) as one band of every patch row."""
+        patches, hw_shape = self.patch_embed(x)
+        setup = self._embed_setup(x.shape[0], hw_shape, token_padding_mask, x.device, True,
+                                  **call_kwargs)
+        patches = self._embed_rows(patches, (0, hw_shape[0]), setup)
+        tokens = patches if setup.extra is None else torch.cat([setup.extra, patches], dim=1)
+        num_extra_tokens = 0 if setup.extra is None else setup.extra.shape[1]
+        return TokenGrid(
+            self._after_embed(tokens), hw_shape, num_extra_tokens, token_padding_mask,
+            setup.block_state)
+
     def _run_blocks(self,
                     x: Tensor,
                     padding_mask: Optional[Tensor],
@@ -220,7 +217,8 @@ class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
         grid = self._embed(x, self._token_padding_mask(x, padding_mask), **embed_kwargs)
         tokens, state, mask = grid.tokens, grid.block_state, grid.token_padding_mask
         for index, block in enumerate(self.blocks):
-            named, state = self._block_inputs(index, tokens, grid, state)
+            named, state = self._block_inputs(index, tokens[:, :grid.num_extra_tokens],
+                                              grid.hw_shape, state)
             weights = None
             if need_weights:
                 tokens, weights = block(tokens, mask, need_weights=True, **named)
@@ -239,25 +237,12 @@ class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
             if step.index == self.num_layers - 1:
                 tokens = self._apply_head(tokens)
             if step.index in self.out_indices:
-                outs.append(self._format_output(tokens, step.grid))
+                E, hw_shape = step.grid.num_extra_tokens, step.grid.hw_shape
+                outs.append(
+                    format_output(self.out_type, tokens[:, :E] if E else None,
+                                  [((0, hw_shape[0]), tokens[:, E:])], hw_shape,
+                                  step.grid.token_padding_mask))
         return tuple(outs)
-
-    def _format_output(self, tokens: Tensor, grid: TokenGrid) -> Tensor:
-        """Shape one block's tokens (B, E + N, C) as ``out_type`` asks.
-
-        Returns:
-            Tensor: (B, C, H', W') for 'featmap'; (B, C) for 'cls_token' (the first extra
-            token) and 'avg_featmap' (the mean of the valid patch tokens); (B, E + N, C)
-            for 'raw'.
-        """
-        if self.out_type == 'raw':
-            return tokens
-        if self.out_type == 'cls_token':
-            return tokens[:, 0]
-        patch_tokens = tokens[:, grid.num_extra_tokens:]
-        if self.out_type == 'featmap':
-            return tokens_to_map(patch_tokens, grid.hw_shape)
-        return masked_mean(patch_tokens, grid.token_padding_mask)
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
         """Features for OpenMMLab necks and heads.
@@ -272,7 +257,8 @@ class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
 
         Returns:
             tuple[Tensor, ...]: One entry per ``out_indices``, shaped by ``out_type`` (see
-            :meth:`_format_output`), with H' = ceil(H / p) and W' = ceil(W / p).
+            :func:`~mmlinear.models.streaming.token_output.format_output`), with
+            H' = ceil(H / p) and W' = ceil(W / p).
         """
         return self._forward_outputs(self._run_blocks(x, padding_mask))
 

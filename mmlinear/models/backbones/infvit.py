@@ -9,12 +9,11 @@ from torch import Tensor, nn
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
 from ..layers.infvit_block import check_streamable
-from ..streaming.image_rows import ImageRows
 from ..streaming.memory_model import BandWorkspace
-from ..streaming.token_stream import TokenStream
+from ..streaming.streamed_backbone import EmbedSetup
 from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
-from ..utils.pos_embed import BandPosEmbed
-from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
+from ..utils.pos_embed import BandPosEmbed, TablePosEmbed
+from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone
 
 # Keys of checkpoints saved before the blocks and the final norm got the names that all
 # mmlinear backbones share.
@@ -207,29 +206,43 @@ class InfViT(BasePlainBackbone):
     def _stem_parts(self) -> List[Union[nn.Module, nn.Parameter]]:
         return [self.patch_embed, self.drop_after_pos, self.cls_token, self.pos_embed]
 
-    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor]) -> TokenGrid:
-        """Patch-embed, prepend the CLS token, add positions.
+    def _embed_setup(self, batch: int, hw_shape: Tuple[int,
+                                                       int], token_padding_mask: Optional[Tensor],
+                     device: torch.device, whole_grid: bool) -> EmbedSetup:
+        """The CLS token with its position, and the positions of the patch rows.
 
-        With a padding mask the positions are those of each image's valid region (see
+        The whole forward interpolates the whole table, as the reference does; the streamed
+        one takes each band's rows from :class:`BandPosEmbed`, which never holds the table
+        (H' * W' * C values, as large as the image's tokens). With a padding mask the
+        positions are those of each image's valid region (see
         :func:`pos_embed_for_valid_regions`), so padding a batch further leaves an image's
         tokens unchanged.
         """
-        tokens, hw_shape = self.patch_embed(x)
-        cls_token = self.cls_token.expand(x.shape[0], -1, -1)
-        tokens = torch.cat([cls_token, tokens], dim=1)
-        if token_padding_mask is None:
-            pos_embed = resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
-                                         self.interpolate_mode, self.num_extra_tokens)
+        valid_shapes = None
+        if token_padding_mask is not None:
+            valid_shapes = [tuple(e) for e in valid_extents(token_padding_mask, hw_shape).tolist()]
+        if not whole_grid:
+            positions = BandPosEmbed(self.pos_embed, self.patch_resolution, hw_shape, valid_shapes,
+                                     self.interpolate_mode, self.num_extra_tokens)
+        elif valid_shapes is None:
+            positions = TablePosEmbed(
+                resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
+                                 self.interpolate_mode, self.num_extra_tokens), hw_shape,
+                self.num_extra_tokens)
         else:
-            extents = [tuple(e) for e in valid_extents(token_padding_mask, hw_shape).tolist()]
-            pos_embed = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution, extents,
-                                                    hw_shape, self.interpolate_mode,
-                                                    self.num_extra_tokens)
-        return TokenGrid(
-            self.drop_after_pos(tokens + pos_embed), hw_shape, self.num_extra_tokens,
-            token_padding_mask, {})
+            positions = TablePosEmbed(
+                pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution, valid_shapes,
+                                            hw_shape, self.interpolate_mode, self.num_extra_tokens),
+                hw_shape, self.num_extra_tokens)
+        return EmbedSetup(self.cls_token.expand(batch, -1, -1) + positions.extra, {}, positions)
 
-    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+    def _embed_rows(self, tokens: Tensor, rows: Tuple[int, int], setup: EmbedSetup) -> Tensor:
+        return tokens + setup.context.rows(*rows)
+
+    def _after_embed(self, tokens: Tensor) -> Tensor:
+        return self.drop_after_pos(tokens)
+
+    def _block_inputs(self, index: int, extra: Optional[Tensor], hw_shape: Tuple[int, int],
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         # The attention builds its key mask over [CLS; patches] from the patch mask.
         return dict(num_extra_tokens=self.num_extra_tokens), state
@@ -244,24 +257,6 @@ class InfViT(BasePlainBackbone):
         return BandWorkspace(
             weight_dtype_values=3 * self.embed_dims,
             autocast_values=2 * self.arch_settings['feedforward_channels'] + self.embed_dims)
-
-    def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
-        """:meth:`_embed` band by band: the position table's rows come from
-        :class:`BandPosEmbed`, equal to the whole table's."""
-        valid_shapes = None
-        if stream.token_padding_mask is not None:
-            valid_shapes = [
-                tuple(e)
-                for e in valid_extents(stream.token_padding_mask, stream.hw_shape).tolist()
-            ]
-        pos_embed = BandPosEmbed(self.pos_embed, self.patch_resolution, stream.hw_shape,
-                                 valid_shapes, self.interpolate_mode, self.num_extra_tokens)
-        B = image.shape[0]
-        stream.extra = self.cls_token.expand(B, -1, -1) + pos_embed.extra
-        for start, stop in stream.pass_bands():
-            tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
-            stream.write(start, stop, tokens + pos_embed.rows(start, stop))
-        return {}
 
     def forward_attention_maps(self,
                                x: Tensor,

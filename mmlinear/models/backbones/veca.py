@@ -6,14 +6,13 @@ import torch
 from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
-from ..layers import (ProjPatchEmbed, Rope2D, VECABlock, active_prefix, build_coordinate_head,
-                      build_core_bank, check_core_budget, move_cores, patch_band_coords,
-                      patch_grid_coords)
-from ..streaming.image_rows import ImageRows
+from ..layers import (PatchRope, ProjPatchEmbed, Rope2D, VECABlock, active_prefix,
+                      build_coordinate_head, build_core_bank, check_core_budget, move_cores)
 from ..streaming.memory_model import BandWorkspace
-from ..streaming.token_stream import TokenStream
+from ..streaming.streamed_backbone import EmbedSetup
 from ..utils import valid_extents
-from .base_plain_backbone import BasePlainBackbone, BlockStep, TokenGrid
+from .base_plain_backbone import BasePlainBackbone
+from .token_grid import BlockStep
 
 
 @MODELS.register_module()
@@ -167,25 +166,24 @@ class VECA(BasePlainBackbone):
             parts.append(self.pos_alpha)
         return parts
 
-    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor], num_cores: int) -> TokenGrid:
-        """``[cores; patches]``, and the patches' RoPE coordinates (augmented in training)."""
-        B = x.shape[0]
-        patches, hw_shape = self.patch_embed(x)
-        extents = None
+    def _embed_setup(self,
+                     batch: int,
+                     hw_shape: Tuple[int, int],
+                     token_padding_mask: Optional[Tensor],
+                     device: torch.device,
+                     whole_grid: bool,
+                     active_cores: Optional[int] = None) -> EmbedSetup:
+        """The cores of the call's budget, and the patches' RoPE angles (augmented in
+        training), whose coordinates span each image's own valid grid, not the padded one."""
+        num_chunks = self._num_cores(active_cores) // self.core_chunk_size
+        valid_hw = None
         if token_padding_mask is not None:
-            # Each image's patch coordinates span its own valid grid, not the padded one.
-            extents = valid_extents(token_padding_mask, hw_shape)
-        coords = patch_grid_coords(hw_shape, extents, patches.device).expand(B, -1, -1)
-        num_chunks = num_cores // self.core_chunk_size
-        cores = active_prefix(self.query_token_chunks, num_chunks, B)
-        patch_coords = self.rope.augment_patch_coords(coords)
+            valid_hw = valid_extents(token_padding_mask, hw_shape)
         block_state = dict(
-            # The patches never move: their RoPE angles serve every block.
-            patch_rope=self.rope(patch_coords),
-            raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B))
-        return TokenGrid(
-            torch.cat([cores, patches], dim=1), hw_shape, num_cores, token_padding_mask,
-            block_state)
+            patch_rope=PatchRope(self.rope, hw_shape, valid_hw, batch, device),
+            raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, batch))
+        return EmbedSetup(
+            active_prefix(self.query_token_chunks, num_chunks, batch), block_state, None)
 
     def _move_cores(self, index: int, cores: Tensor, state: Dict[str, Any]) -> Dict[str, Any]:
         """The state with the cores moved for block ``index`` (from block 1 on, by the
@@ -197,20 +195,20 @@ class VECA(BasePlainBackbone):
                                          self.pos_alpha[index - 1])
         return dict(state, raw_core_coords=raw_core_coords, core_coords=torch.tanh(raw_core_coords))
 
-    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+    def _block_inputs(self, index: int, extra: Optional[Tensor], hw_shape: Tuple[int, int],
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        """Move the cores, then the RoPE angles of ``[cores; patches]``.
+        """Move the cores (``extra``, (B, K, C)), then their RoPE angles.
 
         Returns:
-            tuple[dict, dict]: ``num_cores``, ``cos`` and ``sin`` for the block, and the
-            state with the cores' raw coordinates and the RoPE coordinates ``core_coords``
-            (B, K, 2) this block used.
+            tuple[dict, dict]: ``num_cores``, ``core_rope`` and ``patch_rope`` for the
+            block, and the state with the cores' raw coordinates and the RoPE coordinates
+            ``core_coords`` (B, K, 2) this block used.
         """
-        num_cores = grid.num_extra_tokens
-        state = self._move_cores(index, tokens[:, :num_cores], state)
-        cos, sin = (torch.cat([core, patch], dim=1)
-                    for core, patch in zip(self.rope(state['core_coords']), state['patch_rope']))
-        return dict(num_cores=num_cores, cos=cos, sin=sin), state
+        state = self._move_cores(index, extra, state)
+        return dict(
+            num_cores=extra.shape[1],
+            core_rope=self.rope(state['core_coords']),
+            patch_rope=state['patch_rope']), state
 
     def _stream_workspace_per_token(self) -> BandWorkspace:
         # In autocast's dtype: the SwiGLU's fc1 output (2 F) and gate (F), q / k / v, the
@@ -222,40 +220,6 @@ class VECA(BasePlainBackbone):
 
     def _stream_output_dims(self, index: int) -> int:
         return self.out_channels if index == self.num_layers - 1 else self.embed_dims
-
-    def _stream_embed(self,
-                      image: ImageRows,
-                      stream: TokenStream,
-                      active_cores: Optional[int] = None) -> Dict[str, Any]:
-        """:meth:`_embed` band by band: the cores become the stream's extra tokens; the
-        patches' RoPE angles are computed per band when a block needs them."""
-        num_cores = self._num_cores(active_cores)
-        B = image.shape[0]
-        for start, stop in stream.pass_bands():
-            tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
-            stream.write(start, stop, tokens)
-        num_chunks = num_cores // self.core_chunk_size
-        stream.extra = active_prefix(self.query_token_chunks, num_chunks, B)
-        valid_hw = None
-        if stream.token_padding_mask is not None:
-            valid_hw = valid_extents(stream.token_padding_mask, stream.hw_shape)
-        return dict(
-            raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B), valid_hw=valid_hw)
-
-    def _stream_block_inputs(self, index: int, stream: TokenStream,
-                             state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        state = self._move_cores(index, stream.extra, state)
-        B = stream.extra.shape[0]
-
-        def patch_rope(start: int, stop: int) -> Tuple[Tensor, Tensor]:
-            coords = patch_band_coords(stream.hw_shape, (start, stop), state['valid_hw'],
-                                       stream.device)
-            return self.rope(coords.expand(B, -1, -1))
-
-        return dict(
-            num_cores=stream.num_extra_tokens,
-            core_rope=self.rope(state['core_coords']),
-            patch_rope=patch_rope), state
 
     def _apply_head(self, tokens: Tensor) -> Tensor:
         """Final norm then output projection of the last block's tokens (B, K + N, C)."""
@@ -373,8 +337,7 @@ class VECA(BasePlainBackbone):
                active_cores: Optional[int],
                need_weights: bool = False) -> Iterator[BlockStep]:
         """The block loop with the budget of this call (the default when None)."""
-        return self._run_blocks(
-            x, padding_mask, need_weights, num_cores=self._num_cores(active_cores))
+        return self._run_blocks(x, padding_mask, need_weights, active_cores=active_cores)
 
     def _num_extra_tokens(self, active_cores: Optional[int] = None) -> int:
         return self._num_cores(active_cores)

@@ -8,11 +8,10 @@ from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
 from ..layers import ProjPatchEmbed, WeightFormerBlock
-from ..streaming.image_rows import ImageRows
 from ..streaming.memory_model import BandWorkspace
-from ..streaming.token_stream import TokenStream
+from ..streaming.streamed_backbone import EmbedSetup
 from ..utils import normalize_indices
-from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone, TokenGrid
+from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone
 
 
 @MODELS.register_module()
@@ -120,10 +119,8 @@ class WeightFormer(BasePlainBackbone):
     def _stem_parts(self) -> List[nn.Module]:
         return [self.patch_embed, self.init_norm]
 
-    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor]) -> TokenGrid:
-        tokens, hw_shape = self.patch_embed(x)
-        return TokenGrid(
-            self.init_norm(tokens), hw_shape, self.num_extra_tokens, token_padding_mask, {})
+    def _embed_rows(self, tokens: Tensor, rows: Tuple[int, int], setup: EmbedSetup) -> Tensor:
+        return self.init_norm(tokens)
 
     #: The dynamic linear layers pool 2 x 2 blocks of tokens: bands start on even rows.
     stream_row_alignment = 2
@@ -136,17 +133,6 @@ class WeightFormer(BasePlainBackbone):
             weight_dtype_values=3 * self.embed_dims,
             autocast_values=3 * self.arch_settings['feedforward_channels'] + self.embed_dims)
 
-    def _stream_embed(self, image: ImageRows, stream: TokenStream) -> Dict[str, Any]:
-        """:meth:`_embed` band by band."""
-        for start, stop in stream.pass_bands():
-            tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
-            stream.write(start, stop, self.init_norm(tokens))
-        return {}
-
-    def _stream_block_inputs(self, index: int, stream: TokenStream,
-                             state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        return dict(hw_shape=stream.hw_shape), state
-
-    def _block_inputs(self, index: int, tokens: Tensor, grid: TokenGrid,
+    def _block_inputs(self, index: int, extra: Optional[Tensor], hw_shape: Tuple[int, int],
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        return dict(hw_shape=grid.hw_shape), state
+        return dict(hw_shape=hw_shape), state

@@ -101,7 +101,7 @@ class InfViTBlock(nn.Module):
         Linear-InfSA and the update (3), or the update alone without attention (1)."""
         return 3 if self.attn.attn_type == 'linear' else 1
 
-    def forward_streamed(self, stream: TokenStream) -> None:
+    def forward_streamed(self, stream: TokenStream, *, num_extra_tokens: int = 0) -> None:
         """The block over a token stream, band by band, in place (inference only).
 
         Linear-InfSA's output is one vector per sample, computed from two fixed-size sums
@@ -112,9 +112,14 @@ class InfViTBlock(nn.Module):
         Args:
             stream (TokenStream): The extra tokens (CLS) and the patch tokens; the padding
                 mask is the stream's.
+            num_extra_tokens (int): E, which the stream's extra tokens must be (as
+                :meth:`forward` takes it). Defaults to 0.
         """
         attn = self.attn
         check_streamable(attn.attn_type)
+        if stream.num_extra_tokens != num_extra_tokens:
+            raise ValueError(f'the stream must hold the {num_extra_tokens} extra tokens, got '
+                             f'{stream.num_extra_tokens}')
         mixed = 0.
         if attn.attn_type == 'linear':
             summary = LinearInfSASummary(attn.eps)

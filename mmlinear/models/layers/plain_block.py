@@ -11,11 +11,10 @@ class PlainBlock(Protocol):
     """What :class:`~mmlinear.models.backbones.base_plain_backbone.BasePlainBackbone` calls
     on its blocks (:class:`InfViTBlock`, :class:`WeightFormerBlock`, :class:`VECABlock`).
 
-    The named arguments (``**block_inputs``) are each backbone's own, always keyword-only:
-    ``num_extra_tokens`` (InfViT), ``hw_shape`` (WeightFormer), ``num_cores``, ``cos``,
-    ``sin`` (VECA) for :meth:`forward`; none, ``hw_shape``, ``num_cores``, ``core_rope``,
-    ``patch_rope`` for :meth:`forward_streamed`. The backbone's ``_block_inputs`` and
-    ``_stream_block_inputs`` produce them.
+    The named arguments (``**block_inputs``) are each backbone's own, always keyword-only,
+    and the same for :meth:`forward` and :meth:`forward_streamed`: ``num_extra_tokens``
+    (InfViT), ``hw_shape`` (WeightFormer), ``num_cores``, ``core_rope``, ``patch_rope``
+    (VECA). The backbone's one ``_block_inputs`` produces them for both.
 
     ``isinstance(block, PlainBlock)`` checks that the four members exist; their signatures
     are checked by ``tests/test_models/test_layers/test_block_protocol.py``.

@@ -1,6 +1,6 @@
 """2D axial rotary position embedding with interleaved channel pairs (as the official VECA code)."""
 import math
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -114,6 +114,17 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + rotate_pairs(x) * sin
 
 
+class CoordAugmentation(NamedTuple):
+    """One draw of the training-time patch-coordinate augmentation of :class:`Rope2D`.
+
+    Attributes:
+        shift (Tensor | None): (2,) float32, added to (x, y); None without shifting.
+        scale (Tensor | None): (1,) float32, then multiplying both; None without rescaling.
+    """
+    shift: Optional[Tensor]
+    scale: Optional[Tensor]
+
+
 class Rope2D(nn.Module):
     """Angles of the VECA 2D axial RoPE, and its training-time patch-coordinate augmentation.
 
@@ -159,25 +170,39 @@ class Rope2D(nn.Module):
         # Derived from the options, so not stored in checkpoints (as the reference).
         self.register_buffer('periods', periods, persistent=False)
 
-    def augment_patch_coords(self, coords: Tensor) -> Tensor:
-        """Random shift then rescale of patch coordinates in training mode, one draw shared
-        by the whole batch (cores are never augmented); identity in eval mode.
+    def draw_augmentation(self, device: torch.device) -> Optional[CoordAugmentation]:
+        """Draw the training-time shift and rescale of the patch coordinates, one draw for
+        the whole batch (cores are never augmented).
 
         Args:
-            coords (Tensor): (B, N, 2) patch coordinates.
+            device (torch.device): Where the draws are made (the coordinates' device).
 
         Returns:
-            Tensor: (B, N, 2).
+            CoordAugmentation | None: The draws, or None in eval mode.
         """
         if not self.training:
-            return coords
+            return None
+        shift = scale = None
         if self.shift_coords is not None:
-            shift = coords.new_empty(2).uniform_(-self.shift_coords, self.shift_coords)
-            coords = coords + shift.view(1, 1, 2)
+            shift = torch.empty(
+                2, device=device, dtype=torch.float32).uniform_(-self.shift_coords,
+                                                                self.shift_coords)
         if self.rescale_coords is not None:
             log_max = math.log(float(self.rescale_coords))
-            scale = coords.new_empty(1).uniform_(-log_max, log_max).exp()
-            coords = coords * scale.view(1, 1, 1)
+            scale = torch.empty(
+                1, device=device, dtype=torch.float32).uniform_(-log_max, log_max).exp()
+        return CoordAugmentation(shift, scale)
+
+    @staticmethod
+    def augment(coords: Tensor, augmentation: Optional[CoordAugmentation]) -> Tensor:
+        """Shift, then rescale patch coordinates (B, n, 2) by a draw of
+        :meth:`draw_augmentation`; None leaves them as they are."""
+        if augmentation is None:
+            return coords
+        if augmentation.shift is not None:
+            coords = coords + augmentation.shift.view(1, 1, 2)
+        if augmentation.scale is not None:
+            coords = coords * augmentation.scale.view(1, 1, 1)
         return coords
 
     def forward(self, coords: Tensor) -> Tuple[Tensor, Tensor]:
@@ -199,3 +224,53 @@ class Rope2D(nn.Module):
                             ang_y.repeat_interleave(2, dim=-1)],
                            dim=-1)
         return angles.cos(), angles.sin()
+
+
+class PatchRope:
+    """The RoPE angles of a forward's patches, by bands of grid rows.
+
+    The patches never move, so their angles serve every block; the training-time
+    augmentation is drawn once, when the forward makes this object. The whole forward asks
+    for :meth:`grid` (computed once, then kept); the streamed one for each band's
+    :meth:`rows`, so the whole grid's angles are never held.
+
+    Args:
+        rope (Rope2D): The angles' module.
+        hw_shape (tuple[int, int]): (Hp, Wp), the token grid.
+        valid_hw (Tensor, optional): (B, 2) long, the valid rows and columns of each image
+            (see :func:`patch_band_coords`). Defaults to None (the whole grid is valid).
+        batch (int): B. Defaults to 1.
+        device (torch.device, optional): Where the angles are computed. Defaults to None
+            (``valid_hw``'s device, else the CPU).
+    """
+
+    def __init__(self,
+                 rope: Rope2D,
+                 hw_shape: Tuple[int, int],
+                 valid_hw: Optional[Tensor] = None,
+                 batch: int = 1,
+                 device: Optional[torch.device] = None) -> None:
+        self.rope = rope
+        self.hw_shape = tuple(hw_shape)
+        self.valid_hw = valid_hw
+        self.batch = batch
+        self.device = valid_hw.device if valid_hw is not None else device
+        self.augmentation = rope.draw_augmentation(self.device)
+        self._grid: Optional[Tuple[Tensor, Tensor]] = None
+
+    def rows(self, start: int, stop: int) -> Tuple[Tensor, Tensor]:
+        """The angles of the patches of grid rows [start, stop).
+
+        Returns:
+            tuple[Tensor, Tensor]: cos and sin, each (B, (stop - start) * Wp, head_dims)
+            float32.
+        """
+        coords = patch_band_coords(self.hw_shape, (start, stop), self.valid_hw, self.device)
+        coords = self.rope.augment(coords.expand(self.batch, -1, -1), self.augmentation)
+        return self.rope(coords)
+
+    def grid(self) -> Tuple[Tensor, Tensor]:
+        """The angles of every patch, (B, Hp * Wp, head_dims) cos and sin, computed once."""
+        if self._grid is None:
+            self._grid = self.rows(0, self.hw_shape[0])
+        return self._grid

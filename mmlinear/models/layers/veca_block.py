@@ -1,12 +1,14 @@
 """The VECA block: pre-norm core-periphery attention and a SwiGLU MLP."""
-from typing import Callable, Optional, Tuple, Union
+from typing import Optional, Tuple, Union
 
+import torch
 from torch import Tensor, nn
 
 from mmlinear.ops import Linear
 from ..streaming.token_stream import TokenStream
 from .core_periphery_attention import CorePeripheryAttention
 from .online_core_attention import OnlineCoreAttention
+from .rope2d import PatchRope
 
 
 class VECABlock(nn.Module):
@@ -45,22 +47,25 @@ class VECABlock(nn.Module):
                 token_padding_mask: Optional[Tensor] = None,
                 *,
                 num_cores: int,
-                cos: Tensor,
-                sin: Tensor,
+                core_rope: Tuple[Tensor, Tensor],
+                patch_rope: PatchRope,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
             x (Tensor): (B, K + N, C), the K cores first.
             token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches
                 (the cores are never padding).
             num_cores (int): K.
-            cos (Tensor): (B, K + N, head_dims) RoPE cosines.
-            sin (Tensor): (B, K + N, head_dims) RoPE sines.
+            core_rope (tuple[Tensor, Tensor]): (B, K, head_dims) RoPE cosines and sines of
+                the cores.
+            patch_rope (PatchRope): The patches' RoPE angles (its :meth:`PatchRope.grid`).
             need_weights (bool): Also return the cores' attention weights. Defaults to False.
 
         Returns:
             Tensor | tuple[Tensor, Tensor]: (B, K + N, C), and with ``need_weights`` the
             (B, num_heads, K, K + N) core attention rows.
         """
+        cos, sin = (torch.cat([core, patch], dim=1)
+                    for core, patch in zip(core_rope, patch_rope.grid()))
         attn = self.attn(
             self.norm_attn(x),
             token_padding_mask,
@@ -86,9 +91,8 @@ class VECABlock(nn.Module):
         """``x + fc2(SwiGLU(fc1(norm_ffn(x))))``: the second half of the block, per token."""
         return x + self.drop(self.fc2(self.drop(self.fc1(self.norm_ffn(x)))))
 
-    def forward_streamed(self, stream: TokenStream, *, num_cores: int, core_rope: Tuple[Tensor,
-                                                                                        Tensor],
-                         patch_rope: Callable[[int, int], Tuple[Tensor, Tensor]]) -> None:
+    def forward_streamed(self, stream: TokenStream, *, num_cores: int,
+                         core_rope: Tuple[Tensor, Tensor], patch_rope: PatchRope) -> None:
         """The block over a token stream, band by band, in place (inference only).
 
         One pass: the cores' queries, keys and values come from the cores (in memory); each
@@ -102,8 +106,8 @@ class VECABlock(nn.Module):
             num_cores (int): K.
             core_rope (tuple[Tensor, Tensor]): (B, K, head_dims) RoPE cosines and sines of
                 the cores.
-            patch_rope (callable): (start, stop) grid rows -> the cosines and sines
-                (B, n, head_dims) of those rows' patches.
+            patch_rope (PatchRope): The patches' RoPE angles, taken band by band (its
+                :meth:`PatchRope.rows`).
         """
         attn = self.attn
         cores = stream.extra
@@ -114,7 +118,7 @@ class VECABlock(nn.Module):
         core_attention.add(k_cores, v_cores)
         for start, stop in stream.pass_bands():
             tokens = stream.read(start, stop)
-            q, k, v = attn.project_tokens(self.norm_attn(tokens), *patch_rope(start, stop))
+            q, k, v = attn.project_tokens(self.norm_attn(tokens), *patch_rope.rows(start, stop))
             core_attention.add(k, v, stream.mask(start, stop))
             patches = tokens + attn.project_out(attn.attend_to_cores(q, k_cores, v_cores))
             stream.write(start, stop, self._add_mlp(patches))

@@ -1,28 +1,44 @@
 """The streamed forward of a plain backbone: every block over bands of patch rows, and the
 memory model that picks the band height before any work."""
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..utils import (autocast_dtype, check_choice, pixel_to_token_mask, resolve_padding_mask,
-                     tokens_to_map)
+from ..utils import autocast_dtype, check_choice, pixel_to_token_mask, resolve_padding_mask
 from .band_progress import BandProgress
 from .image_rows import ImageRows
 from .memory_model import DEFAULT_BAND_BYTES, GB, BandWorkspace, StreamedMemory, tallest_fitting
-from .token_stream import BUFFERS, TokenStream, allocate_buffer, check_chunk_rows, row_bands
+from .token_output import format_output
+from .token_stream import BUFFERS, TokenStream, check_chunk_rows, row_bands
+
+
+class EmbedSetup(NamedTuple):
+    """What a backbone's embedding needs for one forward besides the patches' projection
+    (what ``_embed_setup`` returns), the same for the whole and the streamed forward.
+
+    Attributes:
+        extra (Tensor | None): (B, E, C) the embedded extra tokens (CLS, cores), or None.
+        block_state (dict): The state the block loop starts from (VECA: the cores'
+            coordinates and the patches' RoPE angles).
+        context (Any): What ``_embed_rows`` reads (InfViT: the position rows), or None.
+    """
+    extra: Optional[Tensor]
+    block_state: Dict[str, Any]
+    context: Any
 
 
 class StreamedBackboneMixin:
     """Streamed inference for :class:`~mmlinear.models.backbones.BasePlainBackbone`.
 
     The skeleton's blocks, embedding and head run here over a :class:`TokenStream` instead of
-    one tensor (docs/design.md, "Streamed inference"). The mixin reads what the skeleton
-    defines (``patch_embed``, ``blocks``, ``embed_dims``, ``patch_size``, ``out_type``,
-    ``out_indices``, ``num_layers``, :meth:`grid_shape`, :meth:`_apply_head`); a backbone
-    that streams implements :meth:`_stream_embed`, :meth:`_stream_workspace_per_token` and,
-    where its blocks take more than the stream, :meth:`_stream_block_inputs`.
+    one tensor (docs/design.md, "Streamed inference"), through the hooks the whole forward
+    uses too (``_embed_setup``, ``_embed_rows``, ``_block_inputs``, ``_apply_head``) and the
+    one output formatter. The mixin reads what the skeleton defines (``patch_embed``,
+    ``blocks``, ``embed_dims``, ``patch_size``, ``out_type``, ``out_indices``,
+    ``num_layers``, :meth:`grid_shape`); a backbone that streams implements
+    :meth:`_stream_workspace_per_token` for the memory model.
     """
 
     #: Bands of the token grid start on multiples of this (WeightFormer's 2 x 2 pooling: 2).
@@ -161,20 +177,6 @@ class StreamedBackboneMixin:
     def _check_streamable(self) -> None:
         """Raise a ValueError naming what streams when this configuration cannot."""
 
-    def _stream_embed(self, image: ImageRows, stream: TokenStream, **kwargs) -> Dict[str, Any]:
-        """Embed the image band by band into ``stream`` (the extra tokens too).
-
-        Returns:
-            dict: The block state the streamed block loop starts from.
-        """
-        raise NotImplementedError(f'{type(self).__name__} does not stream')
-
-    def _stream_block_inputs(self, index: int, stream: TokenStream,
-                             state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        """The named arguments of block ``index``'s ``forward_streamed`` and the next state
-        (the streamed counterpart of :meth:`_block_inputs`). Defaults to none."""
-        return {}, state
-
     def _embed_band_pixels(self, image: ImageRows, start: int, stop: int) -> Tensor:
         """Pixel rows of grid rows [start, stop), zero-padded to whole patches at the right
         and, in the last band, at the bottom, as the patch embedding pads the whole image
@@ -189,43 +191,13 @@ class StreamedBackboneMixin:
         return F.pad(pixels, (0, -pixels.shape[3] % p, 0, (stop - start) * p - pixels.shape[2]))
 
     def _streamed_output(self, stream: TokenStream, last: bool) -> Tensor:
-        """One ``out_indices`` output from the stream, as :meth:`_format_output` shapes it,
+        """One ``out_indices`` output from the stream (the last block's through the head),
         dense ones written band by band into a buffer of the stream's kind."""
-        extra = self._apply_head(stream.extra) if last and stream.extra is not None else \
-            stream.extra
-        if self.out_type == 'cls_token':
-            return extra[:, 0]
-        B, E = stream.patches.shape[0], stream.num_extra_tokens
-        H, W = stream.hw_shape
-        out, total = None, None
-        for start, stop in stream.bands:
-            tokens = stream.read(start, stop)
-            if last:
-                tokens = self._apply_head(tokens)
-            if self.out_type == 'avg_featmap':
-                mask = stream.mask(start, stop)
-                acc = tokens.to(torch.promote_types(tokens.dtype, torch.float32))
-                if mask is not None:
-                    acc = acc.masked_fill(mask[..., None], 0)
-                total = acc.sum(1) if total is None else total + acc.sum(1)
-                continue
-            if out is None:
-                shape = (B, tokens.shape[-1], H, W) if self.out_type == 'featmap' else \
-                    (B, E + H * W, tokens.shape[-1])
-                out = allocate_buffer(shape, tokens.dtype, stream.buffer, stream.buffer_dir)
-            if self.out_type == 'featmap':
-                out[:, :, start:stop] = tokens_to_map(tokens, (stop - start, W))
-            else:
-                out[:, E + start * W:E + stop * W] = tokens
-        if self.out_type == 'raw':
-            if E:
-                out[:, :E] = extra
-            return out
-        if self.out_type == 'featmap':
-            return out
-        count = H * W if stream.token_padding_mask is None else \
-            (~stream.token_padding_mask).sum(1, keepdim=True).clamp(min=1)
-        return (total / count).to(stream.dtype)
+        head = self._apply_head if last else (lambda tokens: tokens)
+        extra = None if stream.extra is None else head(stream.extra)
+        bands = ((rows, head(stream.read(*rows))) for rows in stream.bands)
+        return format_output(self.out_type, extra, bands, stream.hw_shape,
+                             stream.token_padding_mask, stream.buffer, stream.buffer_dir)
 
     def forward_streamed(self,
                          x: Any,
@@ -310,10 +282,15 @@ class StreamedBackboneMixin:
                 buffer_dir,
                 on_rows=bar.advance)
             bar.describe('embedding')
-            state = self._stream_embed(image, stream, **kwargs)
+            setup = self._embed_setup(B, grid_shape, token_padding_mask, weight.device, False,
+                                      **kwargs)
+            for start, stop in stream.pass_bands():
+                tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
+                stream.write(start, stop, self._embed_rows(tokens, (start, stop), setup))
+            stream.extra, state = setup.extra, setup.block_state
             for index, block in enumerate(self.blocks):
                 bar.describe(f'block {index + 1}/{self.num_layers}')
-                named, state = self._stream_block_inputs(index, stream, state)
+                named, state = self._block_inputs(index, stream.extra, stream.hw_shape, state)
                 block.forward_streamed(stream, **named)
                 if index in self.out_indices:
                     outs.append(self._streamed_output(stream, index == self.num_layers - 1))

@@ -112,6 +112,34 @@ def interpolation_weights(src_len: int, dst_len: int, mode: str, dtype: torch.dt
     return weights[0, :, :, 0].t()
 
 
+class TablePosEmbed:
+    """The rows of a position table already interpolated to the token grid, as
+    :class:`BandPosEmbed` gives them without the table.
+
+    Args:
+        table (Tensor): (1 or B, num_extra_tokens + H' * W', C).
+        canvas_shape (tuple[int, int]): (H', W'), the token grid.
+        num_extra_tokens (int): Leading non-grid tokens. Defaults to 1.
+    """
+
+    def __init__(self,
+                 table: Tensor,
+                 canvas_shape: Tuple[int, int],
+                 num_extra_tokens: int = 1) -> None:
+        self.canvas_shape = tuple(canvas_shape)
+        self.extra = table[:, :num_extra_tokens]
+        self.grid = table[:, num_extra_tokens:]
+
+    def rows(self, start: int, stop: int) -> Tensor:
+        """The grid positions of token rows [start, stop).
+
+        Returns:
+            Tensor: (1 or B, (stop - start) * W', C), a view of the table.
+        """
+        width = self.canvas_shape[1]
+        return self.grid[:, start * width:stop * width]
+
+
 class BandPosEmbed:
     """The rows of an interpolated position table, one band of grid rows at a time.
 

@@ -4,7 +4,9 @@ import inspect
 import pytest
 import torch
 
-from mmlinear.models.layers import InfViTBlock, PlainBlock, VECABlock, WeightFormerBlock
+from mmlinear.models.layers import (InfViTBlock, PatchRope, PlainBlock, Rope2D, VECABlock,
+                                    WeightFormerBlock)
+from mmlinear.models.streaming import TokenStream
 
 C, HEADS, HIDDEN = 16, 2, 32
 #: Each block with its inputs: tokens (one extra token for InfViT, two cores for VECA, on a
@@ -15,10 +17,10 @@ CASES = {
     (lambda: WeightFormerBlock(C, HIDDEN, dynamic=False), 0, lambda: dict(hw_shape=(2, 2))),
     'weightformer_dynamic':
     (lambda: WeightFormerBlock(C, HIDDEN, dynamic=True), 0, lambda: dict(hw_shape=(2, 2))),
-    'veca':
-    (lambda: VECABlock(C, HEADS, HIDDEN), 2,
-     lambda: dict(num_cores=2, cos=torch.ones(1, 6, C // HEADS), sin=torch.zeros(1, 6, C // HEADS))
-     ),
+    'veca': (lambda: VECABlock(C, HEADS, HIDDEN), 2, lambda: dict(
+        num_cores=2,
+        core_rope=Rope2D(C // HEADS)(torch.tensor([[[0.5, -0.5], [-0.2, 0.1]]])),
+        patch_rope=PatchRope(Rope2D(C // HEADS).eval(), (2, 2)))),
 }
 BLOCK_CLASSES = (InfViTBlock, WeightFormerBlock, VECABlock)
 
@@ -72,3 +74,31 @@ def test_blocks_follow_the_protocol(case):
         assert weights is None  # no attention, so no weights
     else:
         assert isinstance(weights, torch.Tensor)
+
+
+@pytest.mark.parametrize('case', list(CASES))
+def test_forward_and_forward_streamed_take_the_same_named_arguments(case):
+    """One set of named arguments (the backbone's one ``_block_inputs``) serves both paths,
+    and the streamed block in bands of one row equals the whole one."""
+    make, num_extra, named = CASES[case]
+    torch.manual_seed(0)
+    block = make().eval()
+    x = torch.randn(1, num_extra + 4, C, dtype=torch.float64)
+    block.double()
+    mask = torch.tensor([[False, False, False, True]])
+    with torch.no_grad():
+        whole = block(x, mask, **named())
+        stream = TokenStream(
+            1, (2, 2),
+            C,
+            x.dtype,
+            x.device,
+            mask,
+            chunk_rows=1,
+            align=2 if case == 'weightformer_dynamic' else 1)
+        stream.extra = x[:, :num_extra] if num_extra else None
+        stream.write(0, 2, x[:, num_extra:])
+        block.forward_streamed(stream, **named())
+    torch.testing.assert_close(stream.read(0, 2), whole[:, num_extra:])
+    if num_extra:
+        torch.testing.assert_close(stream.extra, whole[:, :num_extra])

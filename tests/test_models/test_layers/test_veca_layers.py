@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmlinear.models.layers import (CorePeripheryAttention, ProjPatchEmbed, Rope2D, VECABlock,
-                                    apply_rope, build_coordinate_head, build_core_bank,
+from mmlinear.models.layers import (CorePeripheryAttention, PatchRope, ProjPatchEmbed, Rope2D,
+                                    VECABlock, apply_rope, build_coordinate_head, build_core_bank,
                                     check_core_budget, farthest_point_sampling, fps_core_coords,
                                     move_cores, patch_grid_coords, rotate_pairs)
 from mmlinear.models.utils import extend_padding_mask
@@ -36,11 +36,28 @@ def make_block(seed=0):
     return block
 
 
+class GivenAngles:
+    """Given patch angles in place of a :class:`PatchRope` (the block asks for ``grid()``)."""
+
+    def __init__(self, cos, sin):
+        self.angles = cos, sin
+
+    def grid(self):
+        return self.angles
+
+
+def rope_args(cos, sin, num_cores=K):
+    """The block's named arguments for the angles (B, K + n, d) of [cores; patches]."""
+    return dict(
+        num_cores=num_cores,
+        core_rope=(cos[:, :num_cores], sin[:, :num_cores]),
+        patch_rope=GivenAngles(cos[:, num_cores:], sin[:, num_cores:]))
+
+
 def run_block(block, x, coords, rope=None):
     rope = rope or Rope2D(D // HEADS)
-    cos, sin = rope(coords)
     with torch.no_grad():
-        return block(x, num_cores=K, cos=cos, sin=sin)
+        return block(x, **rope_args(*rope(coords)))
 
 
 # --- 2D RoPE --------------------------------------------------------------------------------
@@ -136,12 +153,13 @@ def test_patch_grid_of_a_valid_region_ignores_the_padding():
 def test_patch_coordinate_augmentation_one_shift_and_scale_per_batch():
     rope = Rope2D(64)
     coords = patch_grid_coords((4, 6)).expand(3, -1, -1)
-    assert torch.equal(rope.eval().augment_patch_coords(coords), coords)
+    assert rope.eval().draw_augmentation(coords.device) is None
+    assert torch.equal(rope.augment(coords, None), coords)
     rope.train()
     torch.manual_seed(0)
     scales = []
     for _ in range(50):
-        out = rope.augment_patch_coords(coords)
+        out = rope.augment(coords, rope.draw_augmentation(coords.device))
         assert torch.equal(out[0], out[1]) and torch.equal(out[0], out[2])  # shared draw
         # out = (c + t) * s: recover s per axis from two patches and t from one.
         sx = (out[0, 1, 0] - out[0, 0, 0]) / (coords[0, 1, 0] - coords[0, 0, 0])
@@ -154,6 +172,24 @@ def test_patch_coordinate_augmentation_one_shift_and_scale_per_batch():
 
 
 # --- attention and block --------------------------------------------------------------------
+
+
+def test_patch_rope_bands_are_the_grid_rows_with_one_augmentation_draw():
+    """The streamed forward's band angles are the whole forward's rows, bit for bit, also
+    with the training augmentation, which is drawn once per forward."""
+    rope = Rope2D(64).train()
+    valid_hw = torch.tensor([[4, 6], [3, 5]])
+    torch.manual_seed(0)
+    patch_rope = PatchRope(rope, (4, 6), valid_hw, batch=2)
+    grid_cos, grid_sin = patch_rope.grid()
+    assert patch_rope.grid()[0] is grid_cos  # computed once
+    band_cos, band_sin = patch_rope.rows(1, 3)
+    assert torch.equal(band_cos, grid_cos[:, 6:18]) and torch.equal(band_sin, grid_sin[:, 6:18])
+    torch.manual_seed(0)
+    drawn = rope.draw_augmentation(valid_hw.device)
+    coords = rope.augment(patch_grid_coords((4, 6), valid_hw), drawn)
+    assert torch.equal(rope(coords)[0], grid_cos)
+    assert not torch.equal(PatchRope(rope.eval(), (4, 6), valid_hw, batch=2).grid()[0], grid_cos)
 
 
 def test_block_keys_are_the_released_ones():
@@ -227,11 +263,11 @@ def test_padded_patches_are_invisible_to_the_cores():
     cos, sin = Rope2D(D // HEADS)(coords)
     keep = K + 7
     with torch.no_grad():
-        masked = block(x, mask, num_cores=K, cos=cos, sin=sin)
+        masked = block(x, mask, **rope_args(cos, sin))
         x_noise = x.clone()
         x_noise[:, keep:] += torch.randn(N - 7, D) * 5  # padding content must not matter
-        masked_noise = block(x_noise, mask, num_cores=K, cos=cos, sin=sin)
-        dropped = block(x[:, :keep], num_cores=K, cos=cos[:, :keep], sin=sin[:, :keep])
+        masked_noise = block(x_noise, mask, **rope_args(cos, sin))
+        dropped = block(x[:, :keep], **rope_args(cos[:, :keep], sin[:, :keep]))
     torch.testing.assert_close(masked[:, :keep], dropped, atol=1e-6, rtol=0)
     torch.testing.assert_close(masked_noise[:, :keep], masked[:, :keep], atol=1e-6, rtol=0)
     unmasked = run_block(block, x, coords)
@@ -248,9 +284,8 @@ def test_core_attention_weights_are_the_rows_sdpa_applies():
     mask = torch.zeros(2, N, dtype=torch.bool)
     mask[1, 9:] = True
     with torch.no_grad():
-        out, weights = block(x, mask, num_cores=K, cos=cos, sin=sin, need_weights=True)
-        torch.testing.assert_close(
-            out, block(x, mask, num_cores=K, cos=cos, sin=sin), atol=0, rtol=0)
+        out, weights = block(x, mask, **rope_args(cos, sin), need_weights=True)
+        torch.testing.assert_close(out, block(x, mask, **rope_args(cos, sin)), atol=0, rtol=0)
         normed = block.norm_attn(x)
         v = attn.split_heads(attn.v_proj(normed))
         sdpa_cores = F.scaled_dot_product_attention(

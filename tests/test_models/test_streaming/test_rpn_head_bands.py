@@ -5,8 +5,16 @@ import torch
 from mmdet.models.dense_heads import RetinaHead, RPNHead
 from mmdet.structures import DetDataSample
 from mmengine.config import ConfigDict
+from mmengine.registry import init_default_scope
 
 from mmlinear.models.streaming.rpn_head_bands import RPNHeadBands
+
+
+@pytest.fixture(autouse=True)
+def mmdet_scope():
+    """mmdet's heads build their anchor generators and box coders in the default scope,
+    which an earlier test in the same process may have left on another toolbox."""
+    init_default_scope('mmdet')
 
 
 def rpn_head(nms_pre):

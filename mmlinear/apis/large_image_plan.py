@@ -19,9 +19,12 @@ def class_map_dtype(num_classes: int) -> torch.dtype:
     return torch.uint8 if num_classes <= 256 else torch.int32
 
 
-def output_bytes(num_classes: int, height: int, width: int, return_logits: bool) -> int:
-    """Bytes of the whole-image outputs of :func:`segment_large_image`: the class map, and
-    the float32 logits with ``return_logits``."""
+def output_bytes(num_classes: int, height: int, width: int, return_logits: bool,
+                 buffer: str = 'memory') -> int:
+    """Bytes of the whole-image outputs of :func:`segment_large_image` held in memory: the
+    class map, and the float32 logits with ``return_logits``; none in 'disk' buffers."""
+    if buffer != 'memory':
+        return 0
     total = height * width * class_map_dtype(num_classes).itemsize
     return total + (num_classes * height * width * 4 if return_logits else 0)
 
@@ -75,9 +78,9 @@ def plan_large_image(model: nn.Module,
     planner = band_planner(model)
     shape = NormalizedRows.batch_shape(open_image(source))
     memory_options = {}
-    if planner.task == 'segmentation' and buffer == 'memory':
+    if planner.task == 'segmentation':
         memory_options['output_bytes'] = output_bytes(planner.num_classes, shape[2], shape[3],
-                                                      return_logits)
+                                                      return_logits, buffer)
     return planner.plan_bands(
         shape,
         chunk_rows=chunk_rows,

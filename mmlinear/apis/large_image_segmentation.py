@@ -76,7 +76,7 @@ def segment_large_image(model: nn.Module,
                                   'segment_large_image segments', skipped_padding)
     num_classes = streamed.num_classes
     map_dtype = class_map_dtype(num_classes)
-    held = output_bytes(num_classes, H, W, return_logits) if buffer == 'memory' else 0
+    held = output_bytes(num_classes, H, W, return_logits, buffer)
     class_map: Optional[Tensor] = None
     logits: Optional[Tensor] = None
     threshold = getattr(model.decode_head, 'threshold', None)

@@ -130,7 +130,9 @@ def test_the_streamed_test_mode_equals_mode_whole():
     model.test_cfg.mode = 'whole'
     assert_same_segmentation(streamed_map, streamed_logits, *mmseg_whole(model, image))
     model.test_cfg = dict(mode='streamed', band=3)
-    with pytest.raises(ValueError, match=r"unknown test_cfg keys \['band'\] for mode 'streamed'"):
+    with pytest.raises(
+            ValueError,
+            match=r"unknown keys \['band'\] in test_cfg \(mode 'streamed'\); allowed: chunk_rows"):
         mmseg_whole(model, image)
     model.test_cfg = dict(mode='tiles')
     with pytest.raises(

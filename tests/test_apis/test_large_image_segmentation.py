@@ -9,6 +9,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmseg.apis import inference_model, init_model
+from streamed_checks import scene
 
 from mmlinear.apis import plan_large_image
 from mmlinear.apis.large_image_segmentation import segment_large_image
@@ -28,14 +29,6 @@ def demo_upernet(name, **cfg_options):
     cfg.merge_from_dict(cfg_options)
     torch.manual_seed(0)
     return init_model(cfg, None, device='cpu')
-
-
-def scene(height, width, seed=0):
-    """An image with structure (blocks of colour), so that the classes are not all ties."""
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(-(-height // 16), -(-width // 16), 3), dtype=np.uint8)
-    image = np.repeat(np.repeat(blocks, 16, 0), 16, 1)[:height, :width]
-    return np.ascontiguousarray(image)
 
 
 def mmseg_whole(model, image):

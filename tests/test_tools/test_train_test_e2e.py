@@ -328,3 +328,49 @@ def test_the_demo_classifier_is_tested_on_the_v2_split_with_its_folder_labels(
     correct = [int(p['pred_label']) == int(p['gt_label']) for p in predictions]
     metrics = read_test_metrics(str(tmp_path / 'test'))
     assert math.isclose(metrics['accuracy/top1'], 100 * np.mean(correct), abs_tol=1e-3)
+
+
+def test_the_demo_detector_is_tested_streamed_through_cfg_options(tiny_data, demo_checkpoints,
+                                                                  tmp_path):
+    """tools/test.py with the demo Mask R-CNN (random weights) on two validation scenes,
+    which the test pipeline resizes from 128 to 96 squared: with the streamed test mode set on
+    the command line, the predictions (dumped) are mmdet's own, boxes and masks in the
+    scenes' own 128 x 128 pixels, and CocoMetric scores the RLE masks as mmdet's bool maps
+    (the random detector's mAP is 0: the predictions carry the comparison)."""
+    from mmengine.fileio import load
+    from streamed_checks import assert_same_detections
+    root = f'{tiny_data}/coco/'
+    config = write_config(
+        tmp_path, 'det.py', f'''
+        _base_ = ['{DEMO}/mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py']
+        test_dataloader = dict(num_workers=0, persistent_workers=False,
+                               dataset=dict(data_root='{root}', indices=2))
+        test_evaluator = [dict(type='CocoMetric', metric=['bbox', 'segm'],
+                               ann_file='{root}annotations/instances_val.json'),
+                          dict(type='DumpResults', out_file_path='unset.pkl')]
+    ''')
+    common = ['test_dataloader.dataset.pipeline.1.scale=(96,96)', 'model.test_cfg.rcnn.score_thr=0']
+    runs = {}
+    for mode, options in [('whole', []),
+                          ('streamed', [
+                              'model.type=mmlinear.StreamedTwoStageDetector',
+                              'model.test_cfg.streamed.chunk_rows=3',
+                              'model.test_cfg.streamed.head_rows=5'
+                          ])]:
+        out, work_dir = str(tmp_path / f'{mode}.pkl'), str(tmp_path / mode)
+        run([
+            'tools/test.py', config, demo_checkpoints['det'].checkpoint, '--work-dir', work_dir,
+            '--cfg-options', f'test_evaluator.1.out_file_path={out}', *common, *options
+        ])
+        runs[mode] = load(out), read_test_metrics(work_dir)
+    (whole, whole_metrics), (streamed, streamed_metrics) = runs['whole'], runs['streamed']
+    assert len(streamed) == len(whole) == 2
+    for got, expected in zip(streamed, whole):
+        assert got['img_id'] == expected['img_id'] and got['scale_factor'] == (0.75, 0.75)
+        assert got['pred_instances']['masks'][0]['size'] == [128, 128]
+        assert_same_detections(got['pred_instances'], expected['pred_instances'], 128)
+    metrics = [key for key in whole_metrics if key.startswith(('coco/bbox', 'coco/segm'))]
+    # COCO's -1 marks an area range without objects.
+    assert len(metrics) == 12 and whole_metrics['coco/segm_mAP'] >= 0
+    assert {key: streamed_metrics[key] for key in metrics} == \
+        {key: whole_metrics[key] for key in metrics}

@@ -1,6 +1,7 @@
 """What the tests of streamed segmentation and detection share: the demo Mask R-CNNs with
 random weights, images with structure, and the comparison of detections with mmdet's."""
 import os.path as osp
+from typing import Sequence, Union
 
 import numpy as np
 import torch
@@ -33,10 +34,18 @@ def scene(height: int, width: int, seed: int = 0) -> np.ndarray:
     return np.ascontiguousarray(np.repeat(np.repeat(blocks, 16, 0), 16, 1)[:height, :width])
 
 
+def mask_maps(masks: Union[Sequence[dict], torch.Tensor]) -> np.ndarray:
+    """(N, H, W) bool maps of masks given as N COCO RLEs or as an (N, H, W) bool tensor."""
+    if isinstance(masks, torch.Tensor):
+        return masks.cpu().numpy()
+    return np.stack([mask_util.decode(rle) for rle in masks]).astype(bool)
+
+
 def assert_same_detections(got, expected, size: int) -> None:
-    """Streamed detections (masks as COCO RLE) against mmdet's (masks as (N, H, W) bool):
-    more than five, the same labels in the same order, scores and boxes to 1e-4 (boxes of an
-    image of ``size`` pixels), masks to 1e-4 of their pixels.
+    """Streamed detections against mmdet's (the masks of either as COCO RLE or (N, H, W)
+    bool, as :func:`mask_maps` takes them): more than five, the same labels in the same order,
+    scores and boxes to 1e-4 (boxes of an image of ``size`` pixels), masks to 1e-4 of their
+    pixels.
 
     Args:
         got (InstanceData | dict): The streamed ``pred_instances``.
@@ -46,6 +55,6 @@ def assert_same_detections(got, expected, size: int) -> None:
     assert len(expected['labels']) > 5 and torch.equal(got['labels'], expected['labels'])
     torch.testing.assert_close(got['scores'], expected['scores'], rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(got['bboxes'], expected['bboxes'], rtol=1e-4, atol=1e-4 * size)
-    masks = np.stack([mask_util.decode(rle) for rle in got['masks']]).astype(bool)
-    assert masks.shape == tuple(expected['masks'].shape) and expected['masks'].any()
-    assert (masks != expected['masks'].numpy()).mean() < 1e-4
+    masks, expected_masks = mask_maps(got['masks']), mask_maps(expected['masks'])
+    assert masks.shape == expected_masks.shape and expected_masks.any()
+    assert (masks != expected_masks).mean() < 1e-4

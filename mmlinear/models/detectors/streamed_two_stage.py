@@ -5,7 +5,8 @@ from torch import Tensor
 
 from mmlinear.registry import MODELS
 from ..streaming.band_planner import streamed_test_options
-from ..streaming.detection import StreamedDetection
+from ..streaming.detection import MASK_FORMATS, StreamedDetection
+from ..utils import check_choice
 
 
 @MODELS.register_module()
@@ -28,14 +29,18 @@ class StreamedTwoStageDetector(TwoStageDetector):
     Without ``streamed`` (or with ``streamed=None``) it is mmdet's detector; ``streamed=dict()``
     streams with the default bands. Its keys are ``chunk_rows`` (the backbone's band, patch
     rows), ``head_rows`` (rows of a pyramid level per band), ``mem_limit_gb``, ``buffer``
-    ('memory' or 'disk'), ``buffer_dir`` and ``progress``, as :meth:`StreamedDetection.predict`
-    takes them.
+    ('memory' or 'disk'), ``buffer_dir``, ``progress`` and ``mask_format``, as
+    :meth:`StreamedDetection.predict` takes them.
 
     The results are mmdet's: boxes in the original image's coordinates with ``rescale``
     (clipped to each image's ``img_shape`` inside a padded batch), scores and labels, and
-    masks pasted into the original image, as COCO RLE dicts (``size``, ``counts``) rather than
-    (N, H, W) bool maps, which mmdet's ``CocoMetric`` takes as they are. The images of a
-    batch are streamed one after the other, each with its own padding mask.
+    masks pasted into the original image. ``mask_format`` chooses their form: 'bitmap' (the
+    default), mmdet's (N, H, W) bool tensor, so that ``tools/test.py --out`` and
+    ``--show-dir``, ``CocoMetric`` and any mmdet hook take them unchanged; or 'rle', COCO RLE
+    dicts (``size``, ``counts``) encoded box by box, never a whole-image array, for images
+    whose N whole-image maps would not fit in memory: ``CocoMetric`` takes them as they are,
+    mmdet's ``DumpDetResults`` (``--out``) and visualiser (``--show-dir``) do not. The images
+    of a batch are streamed one after the other, each with its own padding mask.
     """
 
     def predict(self,
@@ -54,17 +59,19 @@ class StreamedTwoStageDetector(TwoStageDetector):
 
         Returns:
             list[DetDataSample]: The samples with ``pred_instances``: ``bboxes`` (N, 4),
-            ``scores`` (N,), ``labels`` (N,) and with a mask head ``masks``, N COCO RLEs
-            (streamed) or an (N, H, W) bool tensor (not streamed).
+            ``scores`` (N,), ``labels`` (N,) and with a mask head ``masks``, an (N, H, W)
+            bool tensor, or N COCO RLEs when streamed with ``mask_format='rle'``.
 
         Raises:
-            ValueError: An unknown key in ``test_cfg.streamed``, or data samples that carry
-                precomputed proposals (a streamed run makes its own).
+            ValueError: An unknown key or ``mask_format`` in ``test_cfg.streamed``, or data
+                samples that carry precomputed proposals (a streamed run makes its own).
         """
         options = self.test_cfg.get('streamed')
         if options is None:
             return super().predict(batch_inputs, batch_data_samples, rescale)
-        options = streamed_test_options(options, 'test_cfg.streamed')
+        options = streamed_test_options(options, 'test_cfg.streamed', task_keys=('mask_format', ))
+        options.setdefault('mask_format', 'bitmap')
+        check_choice('test_cfg.streamed.mask_format', options['mask_format'], MASK_FORMATS)
         if any(sample.get('proposals') is not None for sample in batch_data_samples):
             raise ValueError('test_cfg.streamed makes its own proposals over bands: the data '
                              'samples carry precomputed ones; remove streamed to use them')

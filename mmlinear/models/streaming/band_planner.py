@@ -16,12 +16,16 @@ from .token_stream import BUFFERS, check_chunk_rows, check_head_rows
 STREAMED_TEST_KEYS = ('chunk_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
 
 
-def streamed_test_options(options: Mapping[str, Any], where: str) -> Dict[str, Any]:
+def streamed_test_options(options: Mapping[str, Any], where: str,
+                          task_keys: Sequence[str] = ()) -> Dict[str, Any]:
     """The options of a streamed run read from a ``test_cfg``, checked by name.
 
     Args:
-        options (Mapping[str, Any]): The options given, keyed by :data:`STREAMED_TEST_KEYS`.
+        options (Mapping[str, Any]): The options given, keyed by :data:`STREAMED_TEST_KEYS`
+            and ``task_keys``.
         where (str): Where they were given, for the error (``"test_cfg.streamed"``).
+        task_keys (Sequence[str]): The options of this task alone, allowed beside
+            :data:`STREAMED_TEST_KEYS` (detection's ``mask_format``). Defaults to none.
 
     Returns:
         dict: The options, as keyword arguments of the streamed run.
@@ -29,10 +33,10 @@ def streamed_test_options(options: Mapping[str, Any], where: str) -> Dict[str, A
     Raises:
         ValueError: A key that is not an option, naming the allowed ones.
     """
-    unknown = sorted(set(options) - set(STREAMED_TEST_KEYS))
+    allowed = STREAMED_TEST_KEYS + tuple(task_keys)
+    unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ValueError(f'unknown keys {unknown} in {where}; allowed: '
-                         f'{", ".join(STREAMED_TEST_KEYS)}')
+        raise ValueError(f'unknown keys {unknown} in {where}; allowed: {", ".join(allowed)}')
     return dict(options)
 
 

@@ -6,14 +6,19 @@ import torch
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
+from ..utils import check_choice
 from .band_planner import BandPlan, BandPlanner, streamed_parts
 from .band_progress import BandProgress
 from .band_resize import Span
-from .mask_rle import masks_to_rle
+from .mask_rle import masks_to_bitmaps, masks_to_rle
 from .memory_model import GB, StreamedMemory
 from .roi_bands import extract_roi_bands
 from .rpn_head_bands import RPNHeadBands, check_rpn_head
 from .token_stream import allocate_buffer, row_bands
+
+#: The forms of the masks :meth:`StreamedDetection.predict` gives: COCO RLE dicts, each
+#: encoded from its box's region, or mmdet's whole-image (N, H, W) bool maps.
+MASK_FORMATS = ('rle', 'bitmap')
 
 
 class StreamedDetectionMemory(NamedTuple):
@@ -63,7 +68,7 @@ class StreamedDetection(BandPlanner):
     take their features from the row spans of the levels the RoIs cover
     (:func:`extract_roi_bands`) and mmdet's own box head post-processing (one multi-class NMS
     over the image); masks are pasted into their boxes and written as RLE in whole-image
-    coordinates (:func:`masks_to_rle`).
+    coordinates (:func:`masks_to_rle`), or as mmdet's bool maps (:func:`masks_to_bitmaps`).
 
     Args:
         detector (nn.Module): An mmdet ``TwoStageDetector`` with an mmlinear plain backbone
@@ -183,7 +188,8 @@ class StreamedDetection(BandPlanner):
                 buffer_dir: Optional[str] = None,
                 progress: Optional[bool] = None,
                 img_meta: Optional[dict] = None,
-                rescale: bool = False) -> InstanceData:
+                rescale: bool = False,
+                mask_format: str = 'rle') -> InstanceData:
         """Detect the instances of one whole image (inference).
 
         Args:
@@ -210,13 +216,23 @@ class StreamedDetection(BandPlanner):
             rescale (bool): Whether to give boxes and masks in the original image's
                 coordinates (``ori_shape``), as mmdet's ``predict(rescale=True)`` does; else
                 in the input's. Defaults to False.
+            mask_format (str): The masks' form, one of :data:`MASK_FORMATS`: 'rle' (the
+                default), each mask encoded from its box's region, never a whole-image
+                array; or 'bitmap', mmdet's (N, H, W) bool tensor on the model's device
+                (N x H x W bytes, beside the predicted peak).
 
         Returns:
             InstanceData: ``bboxes`` (N, 4) in pixels, ``scores`` (N,), ``labels`` (N,) as
             mmdet's ``predict`` gives them (best first), and with a mask head ``masks``: N
-            COCO RLEs (dicts with ``size`` and ``counts``) of the whole image; both of the
-            original image with ``rescale``, else of the input (resized, unpadded).
+            COCO RLEs (dicts with ``size`` and ``counts``) of the whole image, or its
+            (N, H, W) bool maps; both of the original image with ``rescale``, else of the
+            input (resized, unpadded).
+
+        Raises:
+            ValueError: An unknown ``mask_format``, before any work (with the checks of
+                :meth:`plan_bands`).
         """
+        check_choice('mask_format', mask_format, MASK_FORMATS)
         shape, plan = self.start(
             image,
             plan,
@@ -252,7 +268,8 @@ class StreamedDetection(BandPlanner):
                 bar.advance()
                 if with_mask:
                     bar.describe('masks')
-                    results = self._masks(results, read_level, shapes, head_rows, img_meta, rescale)
+                    results = self._masks(results, read_level, shapes, head_rows, img_meta, rescale,
+                                          mask_format)
                 bar.advance()
         return results
 
@@ -310,10 +327,10 @@ class StreamedDetection(BandPlanner):
             rescale=rescale)[0]
 
     def _masks(self, results: InstanceData, read_level: Callable[[int, Span], Tensor],
-               shapes: Sequence[Tuple[int, int]], head_rows: int, img_meta: dict,
-               rescale: bool) -> InstanceData:
-        """The detections with their masks as RLE (``roi_head.predict_mask``, pasted box by
-        box into the image ``FCNMaskHead.predict_by_feat`` pastes them into)."""
+               shapes: Sequence[Tuple[int, int]], head_rows: int, img_meta: dict, rescale: bool,
+               mask_format: str) -> InstanceData:
+        """The detections with their masks as RLE or bool maps (``roi_head.predict_mask``,
+        pasted box by box into the image ``FCNMaskHead.predict_by_feat`` pastes them into)."""
         from mmdet.structures.bbox import bbox2roi
         scale_factor = results.bboxes.new_tensor(img_meta['scale_factor'])
         height, width = img_meta['ori_shape'][:2]
@@ -323,13 +340,14 @@ class StreamedDetection(BandPlanner):
             bboxes = results.bboxes
             height = round(height * scale_factor[1].item())
             width = round(width * scale_factor[0].item())
-        masks = []
+        to_masks = masks_to_rle if mask_format == 'rle' else masks_to_bitmaps
+        mask_preds = bboxes.new_empty((0, 1, 1, 1))  # no detection: no mask, (0, H, W)
         if len(results):
             features = extract_roi_bands(self.roi_head.mask_roi_extractor, read_level, shapes,
                                          bbox2roi([results.bboxes]), head_rows)
-            masks = masks_to_rle(self.roi_head.mask_head, self.roi_head.mask_head(features), bboxes,
-                                 results.labels, (height, width),
-                                 self.roi_head.test_cfg.mask_thr_binary)
+            mask_preds = self.roi_head.mask_head(features)
+        masks = to_masks(self.roi_head.mask_head, mask_preds, bboxes, results.labels,
+                         (height, width), self.roi_head.test_cfg.mask_thr_binary)
         results.bboxes = bboxes
         results.masks = masks
         return results

@@ -1,11 +1,13 @@
 """mmlinear.StreamedTwoStageDetector: its test_cfg ``streamed`` against mmdet's own ``predict``
-of the same Mask R-CNN on the same padded batch, with and without rescaling, and its checks."""
+of the same Mask R-CNN on the same padded batch, with and without rescaling, masks as bool maps
+and as RLE, and its checks."""
 import pytest
 import torch
 from mmcv.transforms import Compose
 from mmengine.dataset import pseudo_collate
 from mmengine.structures import InstanceData
-from streamed_checks import DEMO_MASK_RCNNS, assert_same_detections, demo_mask_rcnn, scene
+from streamed_checks import (DEMO_MASK_RCNNS, assert_same_detections, demo_mask_rcnn, mask_maps,
+                             scene)
 
 #: Backbone bands of 3 patch rows and head bands of 5 rows: every level is cut.
 STREAMED = dict(chunk_rows=3, head_rows=5)
@@ -39,18 +41,39 @@ def test_streamed_equals_mmdet_predict(name, rescale):
     """A batch of two: 96 x 128, which the Resize keeps, and 150 x 70, resized to 128 x 60
     (scale factors 0.857 and 0.853); the batch is padded to 128 x 128, so each image is
     padded on another side. Boxes and masks in the original images' coordinates (rescale)
-    or in the resized ones'."""
+    or in the resized ones'; the masks are mmdet's pixel for pixel, as (N, H, W) bool maps by
+    default and as COCO RLE with mask_format='rle'."""
     model = streamed_detector(name)
     images = [scene(96, 128, seed=1), scene(150, 70, seed=2)]
     expected = predict(model, images, rescale)
-    got = predict(model, images, rescale, streamed=STREAMED)
-    for got_sample, expected_sample, image in zip(got, expected, images):
-        assert got_sample.img_shape == expected_sample.img_shape
-        shape = image.shape[:2] if rescale else got_sample.img_shape
-        assert all(rle['size'] == list(shape) for rle in got_sample.pred_instances.masks)
-        assert_same_detections(got_sample.pred_instances, expected_sample.pred_instances,
-                               max(shape))
-    assert got[1].scale_factor != (1.0, 1.0)
+    bitmaps = predict(model, images, rescale, streamed=STREAMED)
+    rles = predict(model, images, rescale, streamed=dict(STREAMED, mask_format='rle'))
+    for bitmap, rle, expected_sample, image in zip(bitmaps, rles, expected, images):
+        assert bitmap.img_shape == rle.img_shape == expected_sample.img_shape
+        shape = image.shape[:2] if rescale else bitmap.img_shape
+        expected_masks = expected_sample.pred_instances.masks
+        masks = bitmap.pred_instances.masks
+        assert masks.dtype == torch.bool and masks.shape[1:] == shape
+        assert torch.equal(masks, expected_masks)
+        assert all(item['size'] == list(shape) for item in rle.pred_instances.masks)
+        assert (mask_maps(rle.pred_instances.masks) == expected_masks.numpy()).all()
+        for got in (bitmap, rle):
+            assert_same_detections(got.pred_instances, expected_sample.pred_instances, max(shape))
+    assert bitmaps[1].scale_factor != (1.0, 1.0)
+
+
+def test_no_detection_gives_empty_masks_of_the_image():
+    """With every box scored out, mmdet's empty results: (0, H, W) bool maps or no RLE."""
+    model = streamed_detector('infvit')
+    model.test_cfg.rcnn.score_thr = 1.1
+    images = [scene(96, 128)]
+    expected, = predict(model, images, True)
+    bitmap, = predict(model, images, True, streamed=STREAMED)
+    rle, = predict(model, images, True, streamed=dict(STREAMED, mask_format='rle'))
+    masks = bitmap.pred_instances.masks
+    assert masks.shape == expected.pred_instances.masks.shape == (0, 96, 128)
+    assert masks.dtype == expected.pred_instances.masks.dtype == torch.bool
+    assert len(rle.pred_instances) == 0 and rle.pred_instances.masks == []
 
 
 def test_streamed_options_are_checked_before_any_work():
@@ -61,8 +84,12 @@ def test_streamed_options_are_checked_before_any_work():
     with pytest.raises(
             ValueError,
             match=r"unknown keys \['band'\] in test_cfg.streamed; allowed: chunk_rows, "
-            'head_rows, mem_limit_gb, buffer, buffer_dir, progress'):
+            'head_rows, mem_limit_gb, buffer, buffer_dir, progress, mask_format$'):
         predict(model, images, True, streamed=dict(band=3))
+    with pytest.raises(
+            ValueError,
+            match="unknown test_cfg.streamed.mask_format 'png'; allowed: 'rle', 'bitmap'"):
+        predict(model, images, True, streamed=dict(mask_format='png'))
     with pytest.raises(ValueError, match=r'streamed detection needs \d+\.\d+ GB .*limit 1e-06 GB'):
         predict(model, images, True, streamed=dict(mem_limit_gb=1e-6))
     with pytest.raises(ValueError, match="unknown buffer 'swap'"):

@@ -1,6 +1,7 @@
 """The demo configs' mmseg / mmdet models with their constructors' random weights, for the
 tests that need a real model but no training, and such a model saved as a runner saves it."""
 import warnings
+from typing import Union
 
 import torch
 from mmengine.config import Config
@@ -8,17 +9,18 @@ from mmengine.runner import save_checkpoint
 from torch import nn
 
 
-def random_demo_model(config: str) -> nn.Module:
+def random_demo_model(config: Union[str, Config]) -> nn.Module:
     """The model of ``config`` (an mmseg segmentor or an mmdet detector), weights drawn with
     seed 0, nothing pretrained loaded, on the CPU.
 
     Args:
-        config (str): Path of the config.
+        config (str | Config): Path of the config, or the config (its backbone's
+            ``init_cfg`` is cleared).
 
     Returns:
         nn.Module: The model built by mmseg's ``init_model`` or mmdet's ``init_detector``.
     """
-    cfg = Config.fromfile(config)
+    cfg = Config.fromfile(config) if isinstance(config, str) else config
     cfg.model.backbone.init_cfg = None
     torch.manual_seed(0)
     if 'decode_head' in cfg.model:

@@ -10,36 +10,15 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from mmdet.apis import inference_detector, init_detector
+from mmdet.apis import inference_detector
 from mmengine.config import Config
 from mmengine.hub import get_config
-from pycocotools import mask as mask_util
+from random_demo_models import random_demo_model
+from streamed_checks import DEMO_MASK_RCNNS, assert_same_detections, demo_mask_rcnn, scene
 
 from mmlinear.apis import detect_large_image
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-DEMO_MASK_RCNNS = {
-    'infvit': 'mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py',
-    'weightformer': 'mask-rcnn_weightformer-demo_simple-pyramid_shapes-coco.py',
-    'veca': 'mask-rcnn_veca-demo_simple-pyramid_shapes-coco.py',
-}
-
-
-def demo_detector(name, config=None):
-    """A demo Mask R-CNN with its constructors' random weights (nothing loaded)."""
-    cfg = config or Config.fromfile(osp.join(REPO_ROOT, 'configs', 'demo', DEMO_MASK_RCNNS[name]))
-    cfg.model.backbone.init_cfg = None
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')  # no checkpoint: mmdet's COCO classes
-        return init_detector(cfg, None, device='cpu')
-
-
-def scene(height, width, seed=0):
-    """An image of blocks of colour, so that the random detector's scores do not all tie."""
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(-(-height // 16), -(-width // 16), 3), dtype=np.uint8)
-    return np.ascontiguousarray(np.repeat(np.repeat(blocks, 16, 0), 16, 1)[:height, :width])
 
 
 def mmdet_whole(model, image):
@@ -53,25 +32,18 @@ def test_equals_mmdet_whole_inference(name):
     """96 x 128 (a 12 x 16 grid of 8 x 8 patches; the test pipeline's Resize to 128 and the
     padding to 32 leave it as it is): backbone bands of 3 patch rows and head bands of 5 rows,
     so that every level is cut and the RPN keeps its best anchors band by band."""
-    model = demo_detector(name)
+    model = demo_mask_rcnn(name)
     image = scene(96, 128)
     expected = mmdet_whole(model, image)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         result = detect_large_image(model, image, chunk_rows=3, head_rows=5)
-    got = result.pred_instances
     assert result.metainfo['ori_shape'] == (96, 128)
-    assert len(expected) > 5 and len(got) == len(expected)
-    assert torch.equal(got.labels, expected.labels)
-    torch.testing.assert_close(got.scores, expected.scores, rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(got.bboxes, expected.bboxes, rtol=1e-4, atol=1e-4 * 128)
-    masks = np.stack([mask_util.decode(rle) for rle in got.masks]).astype(bool)
-    differ = masks != expected.masks.numpy()
-    assert expected.masks.any() and differ.mean() < 1e-4
+    assert_same_detections(result.pred_instances, expected, 128)
 
 
 def test_score_threshold_and_disk_buffers_keep_the_detections():
-    model = demo_detector('infvit')
+    model = demo_mask_rcnn('infvit')
     image = scene(64, 96, seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
@@ -87,7 +59,7 @@ def test_score_threshold_and_disk_buffers_keep_the_detections():
 
 
 def test_memory_limit_picks_bands_or_refuses_before_any_work():
-    model = demo_detector('infvit')
+    model = demo_mask_rcnn('infvit')
     image = scene(64, 96, seed=5)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
@@ -102,7 +74,7 @@ def test_memory_limit_picks_bands_or_refuses_before_any_work():
 
 
 def test_bad_inputs_name_the_problem():
-    model = demo_detector('infvit')
+    model = demo_mask_rcnn('infvit')
     with pytest.raises(ValueError, match=r'at least one patch \(8x8\) large, got 4x64'):
         detect_large_image(model, np.zeros((4, 64, 3), np.uint8))
     with pytest.raises(ValueError, match=r'takes images of 3 bands \(channels\), the image has 4'):
@@ -127,10 +99,10 @@ def test_unsupported_detectors_are_refused():
             TypeError,
             match='two-stage detector with an RPNHead and a '
             r'StandardRoIHead .*got RetinaNet'):
-        detect_large_image(demo_detector(None, retina), scene(64, 64))
+        detect_large_image(random_demo_model(retina), scene(64, 64))
     # Subclasses of the RoI head or the mask head predict otherwise (PointRend, ...).
     for part in ('roi_head', 'roi_head.mask_head'):
-        model = demo_detector('infvit')
+        model = demo_mask_rcnn('infvit')
         module = model.get_submodule(part)
         module.__class__ = type('Refined', (type(module), ), {})
         with pytest.raises(TypeError, match='streamed detection .*got .*Refined'):
@@ -142,7 +114,7 @@ def test_unsupported_detectors_are_refused():
     with pytest.raises(
             TypeError, match=r"an mmlinear backbone with out_type='featmap' .*got "
             'ResNet'):
-        detect_large_image(demo_detector(None, resnet), scene(64, 64))
+        detect_large_image(random_demo_model(resnet), scene(64, 64))
 
 
 #: Detects on a small image with the demo Mask R-CNN in a process where mmseg cannot be

@@ -9,6 +9,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmseg.apis import inference_model, init_model
+from streamed_checks import scene
 
 from mmlinear.apis import plan_large_image
 from mmlinear.apis.large_image_segmentation import segment_large_image
@@ -28,14 +29,6 @@ def demo_upernet(name, **cfg_options):
     cfg.merge_from_dict(cfg_options)
     torch.manual_seed(0)
     return init_model(cfg, None, device='cpu')
-
-
-def scene(height, width, seed=0):
-    """An image with structure (blocks of colour), so that the classes are not all ties."""
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(-(-height // 16), -(-width // 16), 3), dtype=np.uint8)
-    image = np.repeat(np.repeat(blocks, 16, 0), 16, 1)[:height, :width]
-    return np.ascontiguousarray(image)
 
 
 def mmseg_whole(model, image):
@@ -130,7 +123,9 @@ def test_the_streamed_test_mode_equals_mode_whole():
     model.test_cfg.mode = 'whole'
     assert_same_segmentation(streamed_map, streamed_logits, *mmseg_whole(model, image))
     model.test_cfg = dict(mode='streamed', band=3)
-    with pytest.raises(ValueError, match=r"unknown test_cfg keys \['band'\] for mode 'streamed'"):
+    with pytest.raises(
+            ValueError,
+            match=r"unknown keys \['band'\] in test_cfg \(mode 'streamed'\); allowed: chunk_rows"):
         mmseg_whole(model, image)
     model.test_cfg = dict(mode='tiles')
     with pytest.raises(

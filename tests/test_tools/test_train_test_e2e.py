@@ -328,3 +328,68 @@ def test_the_demo_classifier_is_tested_on_the_v2_split_with_its_folder_labels(
     correct = [int(p['pred_label']) == int(p['gt_label']) for p in predictions]
     metrics = read_test_metrics(str(tmp_path / 'test'))
     assert math.isclose(metrics['accuracy/top1'], 100 * np.mean(correct), abs_tol=1e-3)
+
+
+def test_the_demo_detector_is_tested_streamed_through_cfg_options(tiny_data, demo_checkpoints,
+                                                                  tmp_path):
+    """tools/test.py with the demo Mask R-CNN (random weights) on two validation scenes,
+    which the test pipeline resizes from 128 to 96 squared: with the streamed test mode set on
+    the command line, the predictions dumped by --out are mmdet's own, boxes and masks in the
+    scenes' own 128 x 128 pixels, --show-dir draws them as it draws mmdet's, and
+    CocoMetric scores them as mmdet's (the random detector's mAP is 0: the predictions carry
+    the comparison). The masks are mmdet's bool maps by default; with mask_format=rle,
+    CocoMetric scores the RLE alone."""
+    import mmcv
+    from mmengine.fileio import load
+    from streamed_checks import assert_same_detections
+    root = f'{tiny_data}/coco/'
+    config = write_config(
+        tmp_path, 'det.py', f'''
+        _base_ = ['{DEMO}/mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py']
+        test_dataloader = dict(num_workers=0, persistent_workers=False,
+                               dataset=dict(data_root='{root}', indices=2))
+        test_evaluator = dict(type='CocoMetric', metric=['bbox', 'segm'],
+                              ann_file='{root}annotations/instances_val.json')
+    ''')
+    # Every detection kept and drawn.
+    common = [
+        'test_dataloader.dataset.pipeline.1.scale=(96,96)', 'model.test_cfg.rcnn.score_thr=0',
+        'default_hooks.visualization.score_thr=0'
+    ]
+    streamed = [
+        'model.type=mmlinear.StreamedTwoStageDetector', 'model.test_cfg.streamed.chunk_rows=3',
+        'model.test_cfg.streamed.head_rows=5'
+    ]
+    metrics, dumps, drawings = {}, {}, {}
+    for mode, options in [('whole', []), ('streamed', streamed),
+                          ('rle', streamed + ['model.test_cfg.streamed.mask_format=rle'])]:
+        work_dir, out, show_dir = (
+            str(tmp_path / name) for name in (mode, f'{mode}.pkl', f'{mode}_vis'))
+        # mmdet's DumpDetResults (--out) and visualiser (--show-dir) want bool maps.
+        outputs = [] if mode == 'rle' else ['--out', out, '--show-dir', show_dir]
+        run([
+            'tools/test.py', config, demo_checkpoints['det'].checkpoint, '--work-dir', work_dir,
+            *outputs, '--cfg-options', *common, *options
+        ])
+        metrics[mode] = read_test_metrics(work_dir)
+        if outputs:
+            dumps[mode] = load(out)
+            # Each scene drawn with its annotations on the left and the predictions right.
+            drawings[mode] = [mmcv.imread(path) for path in sorted(glob.glob(f'{show_dir}/*'))]
+    assert len(dumps['streamed']) == len(dumps['whole']) == 2
+    for got, expected in zip(dumps['streamed'], dumps['whole']):
+        assert got['img_id'] == expected['img_id'] and got['scale_factor'] == (0.75, 0.75)
+        assert got['pred_instances']['masks'][0]['size'] == [128, 128]
+        assert_same_detections(got['pred_instances'], expected['pred_instances'], 128)
+    assert len(drawings['streamed']) == len(drawings['whole']) == 2
+    for got, expected in zip(drawings['streamed'], drawings['whole']):
+        assert expected.shape == (128, 256, 3) and (expected[:, 128:] != expected[:, :128]).any()
+        # The random weights of the session's checkpoint may put a mask pixel on the threshold
+        # (assert_same_detections allows 1e-4 of them): 1% of the drawing may differ.
+        assert (got != expected).any(-1).mean() < 0.01
+    keys = [key for key in metrics['whole'] if key.startswith(('coco/bbox', 'coco/segm'))]
+    # COCO's -1 marks an area range without objects.
+    assert len(keys) == 12 and metrics['whole']['coco/segm_mAP'] >= 0
+    for mode in ('streamed', 'rle'):
+        assert {key: metrics[mode][key] for key in keys} == \
+            {key: metrics['whole'][key] for key in keys}

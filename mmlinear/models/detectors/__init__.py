@@ -6,4 +6,5 @@ __all__ = []
 
 if importlib.util.find_spec('mmdet') is not None:
     from ..streaming.detection import StreamedDetection, StreamedDetectionMemory  # noqa: F401
-    __all__ += ['StreamedDetection', 'StreamedDetectionMemory']
+    from .streamed_two_stage import StreamedTwoStageDetector  # noqa: F401
+    __all__ += ['StreamedDetection', 'StreamedDetectionMemory', 'StreamedTwoStageDetector']

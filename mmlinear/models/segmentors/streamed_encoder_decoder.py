@@ -5,12 +5,10 @@ from mmseg.models.segmentors import EncoderDecoder
 from torch import Tensor
 
 from mmlinear.registry import MODELS
+from ..streaming.band_planner import streamed_test_options
 from ..streaming.segmentation import StreamedSegmentation
 from ..utils import check_choice
 
-#: The keys of ``test_cfg`` in mode 'streamed' (beside ``mode``), passed to
-#: :meth:`StreamedSegmentation.logit_bands`.
-STREAMED_TEST_KEYS = ('chunk_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
 TEST_MODES = ('whole', 'slide', 'streamed')
 
 
@@ -48,11 +46,8 @@ class StreamedEncoderDecoder(EncoderDecoder):
         check_choice('test_cfg mode', mode, TEST_MODES)
         if mode != 'streamed':
             return super().inference(inputs, batch_img_metas)
-        unknown = sorted(set(self.test_cfg) - {'mode', *STREAMED_TEST_KEYS})
-        if unknown:
-            raise ValueError(f"unknown test_cfg keys {unknown} for mode 'streamed'; allowed: "
-                             f'{", ".join(STREAMED_TEST_KEYS)}')
-        options = {key: self.test_cfg[key] for key in STREAMED_TEST_KEYS if key in self.test_cfg}
+        options = {key: value for key, value in self.test_cfg.items() if key != 'mode'}
+        options = streamed_test_options(options, "test_cfg (mode 'streamed')")
         B, _, H, W = inputs.shape
         logits = inputs.new_empty(B, self.decode_head.out_channels, H, W)
         for (start, stop), band in StreamedSegmentation(self).logit_bands(inputs, **options):

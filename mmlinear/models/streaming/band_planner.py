@@ -2,13 +2,42 @@
 checks before any work, and the band heights picked from the model's prediction of its peak
 memory (:class:`BandPlanner`)."""
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from torch import Tensor, nn
 
 from ..utils import check_choice
 from .memory_model import GB, tallest_fitting
 from .token_stream import BUFFERS, check_chunk_rows, check_head_rows
+
+#: The options of a streamed run that a model's ``test_cfg`` may set (segmentation's mode
+#: 'streamed', detection's ``streamed``): what :meth:`StreamedSegmentation.logit_bands` and
+#: :meth:`StreamedDetection.predict` take besides the image and a plan.
+STREAMED_TEST_KEYS = ('chunk_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
+
+
+def streamed_test_options(options: Mapping[str, Any], where: str,
+                          task_keys: Sequence[str] = ()) -> Dict[str, Any]:
+    """The options of a streamed run read from a ``test_cfg``, checked by name.
+
+    Args:
+        options (Mapping[str, Any]): The options given, keyed by :data:`STREAMED_TEST_KEYS`
+            and ``task_keys``.
+        where (str): Where they were given, for the error (``"test_cfg.streamed"``).
+        task_keys (Sequence[str]): The options of this task alone, allowed beside
+            :data:`STREAMED_TEST_KEYS` (detection's ``mask_format``). Defaults to none.
+
+    Returns:
+        dict: The options, as keyword arguments of the streamed run.
+
+    Raises:
+        ValueError: A key that is not an option, naming the allowed ones.
+    """
+    allowed = STREAMED_TEST_KEYS + tuple(task_keys)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f'unknown keys {unknown} in {where}; allowed: {", ".join(allowed)}')
+    return dict(options)
 
 
 def streamed_parts(model: nn.Module, task: str) -> Tuple[nn.Module, nn.Module]:

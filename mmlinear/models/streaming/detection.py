@@ -6,14 +6,19 @@ import torch
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
+from ..utils import check_choice
 from .band_planner import BandPlan, BandPlanner, streamed_parts
 from .band_progress import BandProgress
 from .band_resize import Span
-from .mask_rle import masks_to_rle
+from .mask_rle import masks_to_bitmaps, masks_to_rle
 from .memory_model import GB, StreamedMemory
 from .roi_bands import extract_roi_bands
 from .rpn_head_bands import RPNHeadBands, check_rpn_head
 from .token_stream import allocate_buffer, row_bands
+
+#: The forms of the masks :meth:`StreamedDetection.predict` gives: COCO RLE dicts, each
+#: encoded from its box's region, or mmdet's whole-image (N, H, W) bool maps.
+MASK_FORMATS = ('rle', 'bitmap')
 
 
 class StreamedDetectionMemory(NamedTuple):
@@ -63,7 +68,7 @@ class StreamedDetection(BandPlanner):
     take their features from the row spans of the levels the RoIs cover
     (:func:`extract_roi_bands`) and mmdet's own box head post-processing (one multi-class NMS
     over the image); masks are pasted into their boxes and written as RLE in whole-image
-    coordinates (:func:`masks_to_rle`).
+    coordinates (:func:`masks_to_rle`), or as mmdet's bool maps (:func:`masks_to_bitmaps`).
 
     Args:
         detector (nn.Module): An mmdet ``TwoStageDetector`` with an mmlinear plain backbone
@@ -181,7 +186,10 @@ class StreamedDetection(BandPlanner):
                 mem_limit_gb: Optional[float] = None,
                 buffer: str = 'memory',
                 buffer_dir: Optional[str] = None,
-                progress: Optional[bool] = None) -> InstanceData:
+                progress: Optional[bool] = None,
+                img_meta: Optional[dict] = None,
+                rescale: bool = False,
+                mask_format: str = 'rle') -> InstanceData:
         """Detect the instances of one whole image (inference).
 
         Args:
@@ -200,12 +208,31 @@ class StreamedDetection(BandPlanner):
             buffer_dir (str, optional): The folder of 'disk' buffers.
             progress (bool, optional): Progress bars; None shows them once a run takes a few
                 seconds.
+            img_meta (dict, optional): The image's meta information as a data sample of
+                mmdet holds it: ``img_shape`` (the image's rows and columns inside a padded
+                batch, to which boxes are clipped), ``ori_shape`` and ``scale_factor`` (w, h)
+                of the test pipeline's resize. None (the default): the input is the image,
+                not resized.
+            rescale (bool): Whether to give boxes and masks in the original image's
+                coordinates (``ori_shape``), as mmdet's ``predict(rescale=True)`` does; else
+                in the input's. Defaults to False.
+            mask_format (str): The masks' form, one of :data:`MASK_FORMATS`: 'rle' (the
+                default), each mask encoded from its box's region, never a whole-image
+                array; or 'bitmap', mmdet's (N, H, W) bool tensor on the model's device
+                (N x H x W bytes, beside the predicted peak).
 
         Returns:
-            InstanceData: ``bboxes`` (N, 4) in image pixels, ``scores`` (N,), ``labels`` (N,)
-            as mmdet's ``predict`` gives them (best first), and with a mask head ``masks``: N
-            COCO RLEs (dicts with ``size`` and ``counts``) in whole-image coordinates.
+            InstanceData: ``bboxes`` (N, 4) in pixels, ``scores`` (N,), ``labels`` (N,) as
+            mmdet's ``predict`` gives them (best first), and with a mask head ``masks``: N
+            COCO RLEs (dicts with ``size`` and ``counts``) of the whole image, or its
+            (N, H, W) bool maps; both of the original image with ``rescale``, else of the
+            input (resized, unpadded).
+
+        Raises:
+            ValueError: An unknown ``mask_format``, before any work (with the checks of
+                :meth:`plan_bands`).
         """
+        check_choice('mask_format', mask_format, MASK_FORMATS)
         shape, plan = self.start(
             image,
             plan,
@@ -214,7 +241,8 @@ class StreamedDetection(BandPlanner):
             mem_limit_gb=mem_limit_gb,
             buffer=buffer)
         chunk_rows, head_rows = plan.chunk_rows, plan.head_rows
-        img_meta = dict(img_shape=shape[2:], ori_shape=shape[2:], scale_factor=(1.0, 1.0))
+        if img_meta is None:
+            img_meta = dict(img_shape=shape[2:], ori_shape=shape[2:], scale_factor=(1.0, 1.0))
         with torch.no_grad():
             pyramid = self._pyramid(image, chunk_rows, head_rows, buffer, buffer_dir, progress)
             weight = self.backbone.patch_embed.projection.weight
@@ -231,11 +259,17 @@ class StreamedDetection(BandPlanner):
                                          shapes).proposals(head_rows, img_meta)
                 bar.advance()
                 bar.describe('boxes')
-                results = self._boxes(proposals, read_level, shapes, head_rows, img_meta)
+                # As StandardRoIHead.predict: with a mask head, the boxes are rescaled with
+                # the masks, after the mask head has read the features inside them.
+                with_mask = self.roi_head.with_mask
+                box_rescale = rescale and not with_mask
+                results = self._boxes(proposals, read_level, shapes, head_rows, img_meta,
+                                      box_rescale)
                 bar.advance()
-                if self.roi_head.with_mask:
+                if with_mask:
                     bar.describe('masks')
-                    results.masks = self._masks(results, read_level, shapes, head_rows, shape[2:])
+                    results = self._masks(results, read_level, shapes, head_rows, img_meta, rescale,
+                                          mask_format)
                 bar.advance()
         return results
 
@@ -268,7 +302,8 @@ class StreamedDetection(BandPlanner):
         return levels
 
     def _boxes(self, proposals: InstanceData, read_level: Callable[[int, Span], Tensor],
-               shapes: Sequence[Tuple[int, int]], head_rows: int, img_meta: dict) -> InstanceData:
+               shapes: Sequence[Tuple[int, int]], head_rows: int, img_meta: dict,
+               rescale: bool) -> InstanceData:
         """``roi_head.predict_bbox`` on the merged proposals, features read by row spans."""
         from mmdet.models.utils import empty_instances
         from mmdet.structures.bbox import bbox2roi
@@ -289,17 +324,30 @@ class StreamedDetection(BandPlanner):
             bbox_preds=(bbox_pred, ),
             batch_img_metas=[img_meta],
             rcnn_test_cfg=self.roi_head.test_cfg,
-            rescale=False)[0]
+            rescale=rescale)[0]
 
     def _masks(self, results: InstanceData, read_level: Callable[[int, Span], Tensor],
-               shapes: Sequence[Tuple[int, int]], head_rows: int, image_shape: Tuple[int,
-                                                                                     int]) -> list:
-        """The detections' masks as RLE (``roi_head.predict_mask``, pasted box by box)."""
+               shapes: Sequence[Tuple[int, int]], head_rows: int, img_meta: dict, rescale: bool,
+               mask_format: str) -> InstanceData:
+        """The detections with their masks as RLE or bool maps (``roi_head.predict_mask``,
+        pasted box by box into the image ``FCNMaskHead.predict_by_feat`` pastes them into)."""
         from mmdet.structures.bbox import bbox2roi
-        if not len(results):
-            return []
-        features = extract_roi_bands(self.roi_head.mask_roi_extractor, read_level, shapes,
-                                     bbox2roi([results.bboxes]), head_rows)
-        mask_preds = self.roi_head.mask_head(features)
-        return masks_to_rle(self.roi_head.mask_head, mask_preds, results.bboxes, results.labels,
-                            image_shape, self.roi_head.test_cfg.mask_thr_binary)
+        scale_factor = results.bboxes.new_tensor(img_meta['scale_factor'])
+        height, width = img_meta['ori_shape'][:2]
+        if rescale:
+            bboxes = results.bboxes / scale_factor.repeat(2)
+        else:  # the original image's shape, resized as the test pipeline resized it
+            bboxes = results.bboxes
+            height = round(height * scale_factor[1].item())
+            width = round(width * scale_factor[0].item())
+        to_masks = masks_to_rle if mask_format == 'rle' else masks_to_bitmaps
+        mask_preds = bboxes.new_empty((0, 1, 1, 1))  # no detection: no mask, (0, H, W)
+        if len(results):
+            features = extract_roi_bands(self.roi_head.mask_roi_extractor, read_level, shapes,
+                                         bbox2roi([results.bboxes]), head_rows)
+            mask_preds = self.roi_head.mask_head(features)
+        masks = to_masks(self.roi_head.mask_head, mask_preds, bboxes, results.labels,
+                         (height, width), self.roi_head.test_cfg.mask_thr_binary)
+        results.bboxes = bboxes
+        results.masks = masks
+        return results

@@ -1,6 +1,6 @@
-"""Instance masks pasted into their box and written as COCO RLE in whole-image coordinates,
-never as whole-image binary masks."""
-from typing import Dict, List, Tuple
+"""Instance masks pasted into their box as mmdet pastes them, and written as COCO RLE in
+whole-image coordinates (never a whole-image binary mask) or as mmdet's (N, H, W) bool maps."""
+from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 import torch
@@ -115,14 +115,45 @@ def rle_to_region(rle: Dict[str, object]) -> Tuple[np.ndarray, int, int]:
     return region, top, left
 
 
-def masks_to_rle(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor, labels: Tensor,
-                 image_shape: Tuple[int, int], threshold: float) -> List[Dict[str, object]]:
-    """The binary masks mmdet's ``FCNMaskHead.predict_by_feat`` pastes into the image, as RLE.
+def pasted_masks(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor, labels: Tensor,
+                 image_shape: Tuple[int,
+                                    int], threshold: float) -> Iterator[Tuple[Tensor, int, int]]:
+    """The binary masks mmdet's ``FCNMaskHead.predict_by_feat`` pastes into the image, box by
+    box, each as the region of its box.
 
     Each mask is pasted into its box alone with mmdet's ``_do_paste_mask`` (``skip_empty``:
     the box's pixels and one beyond, as mmdet pastes on the CPU; every pixel's value depends
-    on its own coordinates only, so pasting one box at a time gives mmdet's pixels),
-    thresholded at ``mask_thr_binary`` as mmdet does, and encoded by :func:`region_to_rle`.
+    on its own coordinates only, so pasting one box at a time gives mmdet's pixels) and
+    thresholded at ``mask_thr_binary`` as mmdet does.
+
+    Args:
+        mask_head (nn.Module): The mmdet ``FCNMaskHead`` (``class_agnostic``).
+        mask_preds (Tensor): (N, num_classes or 1, h, w) mask logits.
+        bboxes (Tensor): (N, 4) boxes in image pixels.
+        labels (Tensor): (N,) labels.
+        image_shape (tuple[int, int]): (H, W).
+        threshold (float): ``mask_thr_binary`` (>= 0).
+
+    Yields:
+        tuple[Tensor, int, int]: Each mask's (h, w) bool region on the boxes' device, its
+        first image row and first image column.
+    """
+    from mmdet.models.roi_heads.mask_heads.fcn_mask_head import _do_paste_mask
+    probabilities = mask_preds.sigmoid()
+    if not mask_head.class_agnostic:
+        probabilities = probabilities[torch.arange(len(labels), device=labels.device), labels][:,
+                                                                                               None]
+    height, width = image_shape
+    for index in range(len(bboxes)):
+        pasted, (rows, columns) = _do_paste_mask(
+            probabilities[index:index + 1], bboxes[index:index + 1], height, width, skip_empty=True)
+        yield pasted[0] >= threshold, int(rows.start), int(columns.start)
+
+
+def masks_to_rle(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor, labels: Tensor,
+                 image_shape: Tuple[int, int], threshold: float) -> List[Dict[str, object]]:
+    """The binary masks of :func:`pasted_masks` as COCO RLE, encoded from their regions by
+    :func:`region_to_rle` (never a whole-image array).
 
     Args:
         mask_head (nn.Module): The mmdet ``FCNMaskHead`` (``class_agnostic``).
@@ -135,16 +166,32 @@ def masks_to_rle(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor,
     Returns:
         list[dict]: N COCO RLEs in whole-image coordinates.
     """
-    from mmdet.models.roi_heads.mask_heads.fcn_mask_head import _do_paste_mask
-    probabilities = mask_preds.sigmoid()
-    if not mask_head.class_agnostic:
-        probabilities = probabilities[torch.arange(len(labels), device=labels.device), labels][:,
-                                                                                               None]
-    height, width = image_shape
-    rles = []
-    for index in range(len(bboxes)):
-        pasted, (rows, columns) = _do_paste_mask(
-            probabilities[index:index + 1], bboxes[index:index + 1], height, width, skip_empty=True)
-        region = (pasted[0] >= threshold).cpu().numpy()
-        rles.append(region_to_rle(region, int(rows.start), int(columns.start), image_shape))
-    return rles
+    return [
+        region_to_rle(region.cpu().numpy(), top, left,
+                      image_shape) for region, top, left in pasted_masks(
+                          mask_head, mask_preds, bboxes, labels, image_shape, threshold)
+    ]
+
+
+def masks_to_bitmaps(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor, labels: Tensor,
+                     image_shape: Tuple[int, int], threshold: float) -> Tensor:
+    """The binary masks of :func:`pasted_masks` as mmdet's ``FCNMaskHead.predict_by_feat``
+    returns them: whole-image bool maps, each region written into its own.
+
+    Args:
+        mask_head (nn.Module): The mmdet ``FCNMaskHead`` (``class_agnostic``).
+        mask_preds (Tensor): (N, num_classes or 1, h, w) mask logits.
+        bboxes (Tensor): (N, 4) boxes in image pixels.
+        labels (Tensor): (N,) labels.
+        image_shape (tuple[int, int]): (H, W).
+        threshold (float): ``mask_thr_binary`` (>= 0).
+
+    Returns:
+        Tensor: (N, H, W) bool on the boxes' device.
+    """
+    masks = torch.zeros(
+        (len(bboxes), ) + tuple(image_shape), dtype=torch.bool, device=bboxes.device)
+    for index, (region, top, left) in enumerate(
+            pasted_masks(mask_head, mask_preds, bboxes, labels, image_shape, threshold)):
+        masks[index, top:top + region.shape[0], left:left + region.shape[1]] = region
+    return masks

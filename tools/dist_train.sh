@@ -7,10 +7,8 @@
 # up to MAX_RESTARTS times (0 switches it off); the restarted workers resume from the newest
 # readable checkpoint in the work dir (tools/train.py reads TORCHELASTIC_RESTART_COUNT).
 set -euo pipefail
-if [[ $# -lt 2 ]]; then
-    echo "usage: $0 CONFIG NUM_PROCS [train.py args...]" >&2
-    exit 2
-fi
+source "$(dirname "$0")/launch_common.sh"
+require_args 2 "$0 CONFIG NUM_PROCS [train.py args...]" "$@"
 CONFIG=$1
 NPROCS=$2
 shift 2
@@ -19,9 +17,4 @@ if ! [[ $MAX_RESTARTS =~ ^[0-9]+$ ]]; then
     echo "MAX_RESTARTS must be a whole number >= 0 (0: no restarts), got '$MAX_RESTARTS'" >&2
     exit 2
 fi
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "${PYTHON:-python}" -m torch.distributed.run \
-    --nnodes="${NNODES:-1}" --node_rank="${NODE_RANK:-0}" \
-    --master_addr="${MASTER_ADDR:-127.0.0.1}" --master_port="${PORT:-29500}" \
-    --nproc_per_node="$NPROCS" --max_restarts="$MAX_RESTARTS" \
-    "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"
+torchrun_tool train.py "$NPROCS" --max_restarts="$MAX_RESTARTS" -- "$CONFIG" --launcher pytorch "$@"

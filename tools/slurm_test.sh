@@ -2,20 +2,11 @@
 # Usage: [GPUS=8 GPUS_PER_NODE=8 CPUS_PER_TASK=5 SRUN_ARGS=...] \
 #        tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py args...]
 set -euo pipefail
-if [[ $# -lt 4 ]]; then
-    echo "usage: $0 PARTITION JOB_NAME CONFIG CHECKPOINT [test.py args...]" >&2
-    exit 2
-fi
+source "$(dirname "$0")/launch_common.sh"
+require_args 4 "$0 PARTITION JOB_NAME CONFIG CHECKPOINT [test.py args...]" "$@"
 PARTITION=$1
 JOB_NAME=$2
 CONFIG=$3
 CHECKPOINT=$4
 shift 4
-GPUS=${GPUS:-8}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-CPUS_PER_TASK=${CPUS_PER_TASK:-5}
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" srun -p "$PARTITION" --job-name="$JOB_NAME" \
-    --gres=gpu:"$GPUS_PER_NODE" --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" \
-    --cpus-per-task="$CPUS_PER_TASK" --kill-on-bad-exit=1 ${SRUN_ARGS:-} \
-    "${PYTHON:-python}" -u "$ROOT/tools/test.py" "$CONFIG" "$CHECKPOINT" --launcher=slurm "$@"
+srun_tool "$PARTITION" "$JOB_NAME" -- test.py "$CONFIG" "$CHECKPOINT" --launcher=slurm "$@"

@@ -11,31 +11,23 @@
 # checkpoint in WORK_DIR. The batch shell's own warning (sbatch --signal=B:USR1@SECONDS) is
 # passed on to the tasks.
 set -euo pipefail
-if [[ $# -lt 4 ]]; then
-    echo "usage: $0 PARTITION JOB_NAME CONFIG WORK_DIR [train.py args...]" >&2
-    exit 2
-fi
+source "$(dirname "$0")/launch_common.sh"
+require_args 4 "$0 PARTITION JOB_NAME CONFIG WORK_DIR [train.py args...]" "$@"
 PARTITION=$1
 JOB_NAME=$2
 CONFIG=$3
 WORK_DIR=$4
 shift 4
-GPUS=${GPUS:-8}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SIGNAL_SECONDS=${SIGNAL_SECONDS:-120}
 REQUEUE_STATUS=75  # mmlinear.engine.hooks.REQUEUE_EXIT_CODE
 if ! [[ $SIGNAL_SECONDS =~ ^[0-9]+$ ]] || [[ $SIGNAL_SECONDS -gt 65535 ]]; then
     echo "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '$SIGNAL_SECONDS'" >&2
     exit 2
 fi
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" srun -p "$PARTITION" --job-name="$JOB_NAME" \
-    --gres=gpu:"$GPUS_PER_NODE" --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" \
-    --cpus-per-task="$CPUS_PER_TASK" --kill-on-bad-exit=1 --signal=USR1@"$SIGNAL_SECONDS" \
-    ${SRUN_ARGS:-} \
-    "${PYTHON:-python}" -u "$ROOT/tools/train.py" "$CONFIG" --work-dir="$WORK_DIR" \
-    --launcher=slurm --preemptible --resume "$@" &
+# In the background (srun_tool's exec makes $! srun itself), so that this shell can pass on
+# the signals below.
+srun_tool "$PARTITION" "$JOB_NAME" --signal=USR1@"$SIGNAL_SECONDS" -- train.py "$CONFIG" \
+    --work-dir="$WORK_DIR" --launcher=slurm --preemptible --resume "$@" &
 SRUN_PID=$!
 # srun passes SIGUSR1 and SIGTERM on to every task; a trap lets this shell stay alive to do so.
 trap 'kill -USR1 "$SRUN_PID" 2>/dev/null || true' USR1

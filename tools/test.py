@@ -11,13 +11,10 @@ import argparse
 import os
 
 from mmengine.config import Config
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
 # Importing mmlinear applies its shims: safe checkpoint loading and mmlinear:: configs.
 from mmlinear.apis import load_config, toolbox_scope
-from mmlinear.cli import (add_common_arguments, check_dataset_paths, close_launcher,
-                          fix_dataloaders, parse_tool_args, prepare_launcher, set_work_dir)
+from mmlinear.cli import add_common_arguments, parse_tool_args, run_runner, set_work_dir
 
 
 def parse_args() -> argparse.Namespace:
@@ -71,13 +68,7 @@ def main() -> None:
         add_result_dump(cfg, scope, args.out)
     if args.show_dir:
         add_visualization(cfg, scope, args.show_dir)
-    fix_dataloaders(cfg)
-    check_dataset_paths(cfg, ['test_dataloader'])
-    prepare_launcher(cfg, args.launcher)
-
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    runner.test()
-    close_launcher()
+    run_runner(cfg, args.launcher, ['test_dataloader'], 'test')
 
 
 if __name__ == '__main__':

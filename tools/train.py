@@ -11,15 +11,11 @@ Examples:
 import argparse
 import os
 
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
-
 # Importing mmlinear applies its shims: safe checkpoint loading, mmlinear:: configs, atomic
 # checkpoints, resuming from the newest readable one, exact resumption.
 from mmlinear.apis import load_config, toolbox_scope
-from mmlinear.cli import (add_common_arguments, check_dataset_paths, close_launcher, enable_amp,
-                          fix_dataloaders, parse_tool_args, prepare_launcher, set_work_dir,
-                          torchrun_attempt)
+from mmlinear.cli import (add_common_arguments, enable_amp, parse_tool_args, run_runner,
+                          set_work_dir, torchrun_attempt)
 from mmlinear.engine.hooks import REQUEUE_EXIT_CODE
 
 
@@ -84,14 +80,8 @@ def main() -> None:
         if not os.path.isfile(args.resume):
             raise FileNotFoundError(f'--resume checkpoint not found: {args.resume}')
         cfg.resume, cfg.load_from = True, args.resume
-    fix_dataloaders(cfg)
     loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
-    check_dataset_paths(cfg, loaders)
-    prepare_launcher(cfg, args.launcher)
-
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    runner.train()
-    close_launcher()
+    run_runner(cfg, args.launcher, loaders, 'train')
 
 
 if __name__ == '__main__':

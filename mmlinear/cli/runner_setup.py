@@ -15,6 +15,8 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 from mmengine.config import Config, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -238,3 +240,23 @@ def close_launcher() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def run_runner(cfg: Config, launcher: str, loaders: Sequence[str], mode: str) -> None:
+    """The end that tools/train.py and tools/test.py share: make the config's loaders valid
+    (:func:`fix_dataloaders`), check the dataset paths of ``loaders``, start the launcher,
+    build the runner (the config's ``runner_type``, else mmengine's ``Runner``), run it and
+    close the launcher.
+
+    Args:
+        cfg (Config): The full config.
+        launcher (str): 'none', 'pytorch' or 'slurm'.
+        loaders (Sequence[str]): The dataloaders the run reads, e.g. ``['test_dataloader']``.
+        mode (str): The runner's method to call: 'train' or 'test'.
+    """
+    fix_dataloaders(cfg)
+    check_dataset_paths(cfg, loaders)
+    prepare_launcher(cfg, launcher)
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    getattr(runner, mode)()
+    close_launcher()

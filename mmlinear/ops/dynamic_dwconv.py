@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import require_kernel_ext, runs_kernel
+from mmlinear.utils.ext_loader import kernel_op, require_kernel_ext, runs_kernel
 from mmlinear.utils.precision import autocast_dtype
 
 
@@ -82,11 +82,7 @@ def dynamic_dwconv2d_reference(x: Tensor, weight: Tensor, bias: Optional[Tensor]
 # The kernel as a PyTorch operator. Inputs are of one kernel dtype, with the bias (B, C) or
 # None; the weight is contiguous, x contiguous or (on the CPU) channels-last, and the output
 # has x's layout.
-@torch.library.custom_op(
-    'mmlinear::dynamic_dwconv2d',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor x, Tensor weight, Tensor? bias) -> Tensor')
+@kernel_op('dynamic_dwconv2d', '(Tensor x, Tensor weight, Tensor? bias) -> Tensor')
 def dynamic_dwconv2d_op(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     """``torch.ops.mmlinear.dynamic_dwconv2d``: the forward kernel of ``mmlinear._ext``.
 
@@ -97,11 +93,8 @@ def dynamic_dwconv2d_op(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Te
                               x.device).dynamic_dwconv2d_forward(x, weight, bias)
 
 
-@torch.library.custom_op(
-    'mmlinear::dynamic_dwconv2d_backward',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor grad_out, Tensor x, Tensor weight) -> '
+@kernel_op(
+    'dynamic_dwconv2d_backward', '(Tensor grad_out, Tensor x, Tensor weight) -> '
     '(Tensor grad_x, Tensor grad_weight, Tensor grad_bias)')
 def dynamic_dwconv2d_backward_op(grad_out: Tensor, x: Tensor,
                                  weight: Tensor) -> Tuple[Tensor, Tensor, Tensor]:

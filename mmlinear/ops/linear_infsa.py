@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import kernel_dtype, require_kernel_ext, runs_kernel
+from mmlinear.utils.ext_loader import kernel_dtype, kernel_op, require_kernel_ext, runs_kernel
 from .infsa_common import check_infsa_inputs, rho_per_head, scale_float32, scaled_float32
 
 
@@ -93,16 +93,8 @@ def _mask(mask: Optional[Tensor]) -> Optional[Tensor]:
 def linear_infsa_query_sums_reference(q: Tensor,
                                       padding_mask: Optional[Tensor] = None
                                       ) -> Tuple[Tensor, Tensor]:
-    """Pure-PyTorch query sums; the specification the kernel is tested against.
-
-    Args:
-        q (Tensor): (B, H, n, d) queries, before the 1/sqrt(d) scaling.
-        padding_mask (Tensor, optional): (B, n) bool, True on padded tokens.
-
-    Returns:
-        tuple[Tensor, Tensor]: ``sum_i e_i s_i`` (B, H, d) and ``sum_i e_i`` (B, H), with
-        ``s_i = q_i / sqrt(d)`` and ``e_i = ||s_i||``, in float32 (float64 for float64).
-    """
+    """Pure-PyTorch query sums; the specification the kernel is tested against. Same
+    arguments and result as :func:`linear_infsa_query_sums`."""
     with torch.autocast(device_type=q.device.type, enabled=False):
         qs = scale_float32(q)
         energy = qs.norm(dim=-1)  # (B, H, n)
@@ -115,18 +107,8 @@ def linear_infsa_key_pool_reference(central_query: Tensor,
                                     k: Tensor,
                                     x: Tensor,
                                     padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """Pure-PyTorch key pooling; the specification the kernel is tested against.
-
-    Args:
-        central_query (Tensor): (B, H, d) central query, in the scaled space.
-        k (Tensor): (B, H, n, d) keys, before the 1/sqrt(d) scaling.
-        x (Tensor): (B, n, C) the attention inputs of the same tokens.
-        padding_mask (Tensor, optional): (B, n) bool, True on padded tokens.
-
-    Returns:
-        tuple[Tensor, Tensor]: ``sum_j s_j x_j`` (B, H, C) and ``sum_j s_j`` (B, H), with
-        ``s_j = relu(q_bar . k_j / sqrt(d))``, in float32 (float64 for float64).
-    """
+    """Pure-PyTorch key pooling; the specification the kernel is tested against. Same
+    arguments and result as :func:`linear_infsa_key_pool`."""
     with torch.autocast(device_type=k.device.type, enabled=False):
         ks = scale_float32(k)
         scores = torch.relu(torch.einsum('bhnd,bhd->bhn', ks, central_query.to(ks.dtype)))
@@ -135,11 +117,8 @@ def linear_infsa_key_pool_reference(central_query: Tensor,
         return torch.bmm(scores, x.to(scores.dtype)), scores.sum(-1)
 
 
-@torch.library.custom_op(
-    'mmlinear::linear_infsa_query_sums',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor q, Tensor? padding_mask) -> (Tensor weighted_queries, Tensor energy_sum)')
+@kernel_op('linear_infsa_query_sums',
+           '(Tensor q, Tensor? padding_mask) -> (Tensor weighted_queries, Tensor energy_sum)')
 def linear_infsa_query_sums_op(q: Tensor, padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     """``torch.ops.mmlinear.linear_infsa_query_sums``: the query-pass kernel of
     ``mmlinear._ext``, one read of q.
@@ -151,11 +130,8 @@ def linear_infsa_query_sums_op(q: Tensor, padding_mask: Optional[Tensor]) -> Tup
     return tuple(ext.linear_infsa_query_sums_forward(q, padding_mask))
 
 
-@torch.library.custom_op(
-    'mmlinear::linear_infsa_query_sums_backward',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor grad_queries, Tensor grad_energy, Tensor q, Tensor? padding_mask) -> Tensor')
+@kernel_op('linear_infsa_query_sums_backward',
+           '(Tensor grad_queries, Tensor grad_energy, Tensor q, Tensor? padding_mask) -> Tensor')
 def linear_infsa_query_sums_backward_op(grad_queries: Tensor, grad_energy: Tensor, q: Tensor,
                                         padding_mask: Optional[Tensor]) -> Tensor:
     """``torch.ops.mmlinear.linear_infsa_query_sums_backward``: grad_q, shaped and typed as q."""
@@ -163,11 +139,8 @@ def linear_infsa_query_sums_backward_op(grad_queries: Tensor, grad_energy: Tenso
     return ext.linear_infsa_query_sums_backward(grad_queries, grad_energy, q, padding_mask)
 
 
-@torch.library.custom_op(
-    'mmlinear::linear_infsa_key_pool',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor central_query, Tensor k, Tensor x, Tensor? padding_mask) -> '
+@kernel_op(
+    'linear_infsa_key_pool', '(Tensor central_query, Tensor k, Tensor x, Tensor? padding_mask) -> '
     '(Tensor weighted_inputs, Tensor score_sum)')
 def linear_infsa_key_pool_op(central_query: Tensor, k: Tensor, x: Tensor,
                              padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
@@ -181,11 +154,9 @@ def linear_infsa_key_pool_op(central_query: Tensor, k: Tensor, x: Tensor,
     return tuple(ext.linear_infsa_key_pool_forward(central_query, k, x, padding_mask))
 
 
-@torch.library.custom_op(
-    'mmlinear::linear_infsa_key_pool_backward',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor grad_inputs, Tensor grad_scores, Tensor central_query, Tensor k, Tensor x, '
+@kernel_op(
+    'linear_infsa_key_pool_backward',
+    '(Tensor grad_inputs, Tensor grad_scores, Tensor central_query, Tensor k, Tensor x, '
     'Tensor? padding_mask) -> (Tensor grad_central_query, Tensor grad_k, Tensor grad_x)')
 def linear_infsa_key_pool_backward_op(
         grad_inputs: Tensor, grad_scores: Tensor, central_query: Tensor, k: Tensor, x: Tensor,

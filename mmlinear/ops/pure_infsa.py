@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from mmlinear.utils.ext_loader import kernel_dtype, require_kernel_ext, runs_kernel
+from mmlinear.utils.ext_loader import kernel_dtype, kernel_op, require_kernel_ext, runs_kernel
 from .infsa_common import check_infsa_inputs, rho_per_head, rho_vector, scaled_float32
 
 
@@ -54,18 +54,8 @@ def pure_infsa_reference(q: Tensor,
                          eps: float = 1e-6) -> Tensor:
     """Pure-PyTorch Pure InfSA; the specification every kernel is tested against.
 
-    Materialises the (B, H, N, S) score matrix.
-
-    Args:
-        q (Tensor): (B, H, N, d) queries.
-        k (Tensor): (B, H, S, d) keys.
-        v (Tensor): (B, H, S, d) values.
-        rho (Tensor): scalar, (1,) or (H,) decay.
-        key_padding_mask (Tensor, optional): (B, S) bool, True marks padding.
-        eps (float): Stabiliser of the Frobenius normalisation. Defaults to 1e-6.
-
-    Returns:
-        Tensor: (B, H, N, d) in q's dtype.
+    Same arguments and result as :func:`pure_infsa`; materialises the (B, H, N, S) score
+    matrix.
     """
     check_infsa_inputs(q, k, v, rho, key_padding_mask)
     scores = pure_infsa_scores(q, k, rho, key_padding_mask, eps)
@@ -77,11 +67,9 @@ def pure_infsa_reference(q: Tensor,
 # its backward needs, as aten's native_layer_norm returns (out, mean, rstd). Inputs are
 # contiguous, of a kernel dtype, with rho as (H,) in the accumulation dtype (float32, float64
 # for float64 inputs), which fro_norm has.
-@torch.library.custom_op(
-    'mmlinear::pure_infsa',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor q, Tensor k, Tensor v, Tensor rho, Tensor? key_padding_mask, float eps) -> '
+@kernel_op(
+    'pure_infsa',
+    '(Tensor q, Tensor k, Tensor v, Tensor rho, Tensor? key_padding_mask, float eps) -> '
     '(Tensor out, Tensor fro_norm)')
 def pure_infsa_op(q: Tensor, k: Tensor, v: Tensor, rho: Tensor, key_padding_mask: Optional[Tensor],
                   eps: float) -> Tuple[Tensor, Tensor]:
@@ -95,11 +83,9 @@ def pure_infsa_op(q: Tensor, k: Tensor, v: Tensor, rho: Tensor, key_padding_mask
     return tuple(ext.pure_infsa_forward(q, k, v, rho, key_padding_mask, eps))
 
 
-@torch.library.custom_op(
-    'mmlinear::pure_infsa_backward',
-    mutates_args=(),
-    device_types=('cpu', 'cuda'),
-    schema='(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor rho, Tensor? key_padding_mask, '
+@kernel_op(
+    'pure_infsa_backward',
+    '(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor rho, Tensor? key_padding_mask, '
     'Tensor fro_norm, Tensor out_dot, float eps) -> '
     '(Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor grad_rho)')
 def pure_infsa_backward_op(grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, rho: Tensor,
@@ -176,9 +162,9 @@ def pure_infsa(q: Tensor,
                eps: float = 1e-6) -> Tensor:
     """Pure InfSA through the tiled kernel, or the reference where there is none.
 
-    Same arguments and result as :func:`pure_infsa_reference`; with the kernel
-    (``torch.ops.mmlinear.pure_infsa``, used unless a graph is being exported) the memory grows
-    linearly with N (no (B, H, N, S) scores, forward or backward).
+    With the kernel (``torch.ops.mmlinear.pure_infsa``, used unless a graph is being exported)
+    the memory grows linearly with N (no (B, H, N, S) scores, forward or backward);
+    :func:`pure_infsa_reference` is the specification.
 
     Args:
         q (Tensor): (B, H, N, d) queries.

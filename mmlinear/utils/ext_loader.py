@@ -14,7 +14,7 @@ import warnings
 from collections import Counter
 from functools import lru_cache
 from types import ModuleType
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -99,6 +99,21 @@ def require_kernel_ext(op: str, device: torch.device) -> ModuleType:
             f'The functions of mmlinear.ops run the PyTorch references there.')
     KERNEL_CALLS[op] += 1
     return ext
+
+
+def kernel_op(name: str, schema: str) -> Callable[[Callable], torch.library.CustomOpDef]:
+    """A decorator that makes a function the operator ``torch.ops.mmlinear.<name>``: a kernel
+    of ``mmlinear._ext`` for CPU and CUDA tensors that mutates none of its inputs.
+
+    Args:
+        name (str): The operator's name in the ``mmlinear`` namespace.
+        schema (str): Its schema, e.g. ``'(Tensor x, Tensor? bias) -> Tensor'``.
+
+    Returns:
+        callable: ``torch.library.custom_op`` for that operator.
+    """
+    return torch.library.custom_op(
+        f'mmlinear::{name}', mutates_args=(), device_types=('cpu', 'cuda'), schema=schema)
 
 
 @torch.compiler.assume_constant_result

@@ -4,6 +4,8 @@ from typing import Optional, Tuple
 
 from torch import Tensor
 
+from .token_mixer import zero_padded_tokens
+
 
 def kernel_attention(query_features: Tensor,
                      key_features: Tensor,
@@ -31,8 +33,7 @@ def kernel_attention(query_features: Tensor,
         tuple[Tensor, Tensor | None]: (B, H, T, d) outputs, and with ``need_weights`` the
         (B, H, T, S) weights, each row the similarities over their sum (plus eps).
     """
-    if key_padding_mask is not None:
-        key_features = key_features.masked_fill(key_padding_mask[:, None, :, None], 0.)
+    key_features = zero_padded_tokens(key_features, key_padding_mask)
     if need_weights:
         scores = query_features @ key_features.transpose(-2, -1)
         weights = scores / (scores.sum(-1, keepdim=True) + eps)

@@ -2,7 +2,6 @@
 from typing import Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from mmlinear.ops import linear_infsa_key_weights
@@ -23,7 +22,7 @@ class LinearInfSAAttention(InfSAMixer):
     runs on H vectors per sample (:meth:`Values.from_pooled_inputs`); the layer's output
     projection runs once per sample. The sums are the two passes of
     :class:`LinearInfSASummary`, over the whole sequence as one band. ``forward`` is the
-    per-token form, with the weights formed.
+    per-token form, with the weights formed; they are the (B, H, S) key weights ``a``.
 
     Args:
         head_dims (int): d, the width of a head.
@@ -55,19 +54,12 @@ class LinearInfSAAttention(InfSAMixer):
         # Rounded to q's dtype (the autocast one) as the per-token path rounds its output.
         return pooled.to(q.dtype), None
 
-    def forward(self,
-                q: Tensor,
-                k: Tensor,
-                v: Tensor,
-                key_padding_mask: Optional[Tensor] = None,
-                need_weights: bool = False,
-                *,
-                rho: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`InfSAMixer`: the pooled value expanded to the T queries (stride 0),
-        and as weights the (B, H, S) key weights ``a``, before the dropout."""
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            weights = linear_infsa_key_weights(q, k, rho, key_padding_mask, self.eps)
-            pooled = torch.einsum('bhs,bhsd->bhd', F.dropout(weights, self.attn_drop,
-                                                             self.training), v.to(weights.dtype))
-            out = pooled.unsqueeze(2).expand(-1, -1, q.shape[2], -1)
-        return out.to(q.dtype), weights if need_weights else None
+    def attention_weights(self, q: Tensor, k: Tensor, rho: Tensor,
+                          key_padding_mask: Optional[Tensor]) -> Tensor:
+        """(B, H, S): the key weights ``a`` (:func:`~mmlinear.ops.linear_infsa_key_weights`)."""
+        return linear_infsa_key_weights(q, k, rho, key_padding_mask, self.eps)
+
+    def apply_weights(self, weights: Tensor, v: Tensor, num_queries: int) -> Tensor:
+        """The pooled value ``sum_j a_j v_j``, expanded to the queries (stride 0)."""
+        pooled = torch.einsum('bhs,bhsd->bhd', weights, v)
+        return pooled.unsqueeze(2).expand(-1, -1, num_queries, -1)

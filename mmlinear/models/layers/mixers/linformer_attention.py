@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from .efficient_attention import EfficientAttention
+from .token_mixer import zero_padded_tokens
 
 
 class LinformerAttention(EfficientAttention):
@@ -59,10 +60,8 @@ class LinformerAttention(EfficientAttention):
             raise ValueError(f'Linformer projects at most max_tokens={self.max_tokens} tokens '
                              f'(the img_size it was built for), got {num_keys}; build it with '
                              f'a larger img_size')
-        if key_padding_mask is not None:
-            padded = key_padding_mask[:, None, :, None]
-            k = k.masked_fill(padded, 0.)
-            v = v.masked_fill(padded, 0.)
+        k = zero_padded_tokens(k, key_padding_mask)
+        v = zero_padded_tokens(v, key_padding_mask)
         key_projection = self.key_projection[:, :num_keys].to(k.dtype)
         value_projection = self.value_projection[:, :num_keys].to(v.dtype)
         low_keys = torch.einsum('ks,bhsd->bhkd', key_projection, k)

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .efficient_attention import EfficientAttention
+from .token_mixer import key_softmax, zero_padded_tokens
 
 
 def iterative_pinv(matrix: Tensor, num_iterations: int) -> Tensor:
@@ -86,25 +87,15 @@ class NystromAttention(EfficientAttention):
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
         """See :class:`EfficientAttention`."""
         scale = self.head_dims**-0.25
-        q, k = q * scale, k * scale
-        key_bias = None
-        if key_padding_mask is not None:
-            padded = key_padding_mask[:, None, :, None]
-            q, k = q.masked_fill(padded, 0.), k.masked_fill(padded, 0.)
-            key_bias = key_padding_mask[:, None, None, :]
+        q = zero_padded_tokens(q * scale, key_padding_mask)
+        k = zero_padded_tokens(k * scale, key_padding_mask)
         if q.shape[-2] <= self.num_landmarks:
-            logits = q @ k.transpose(-2, -1)
-            if key_bias is not None:
-                logits = logits.masked_fill(key_bias, float('-inf'))
-            weights = logits.softmax(-1)
+            weights = key_softmax(q @ k.transpose(-2, -1), key_padding_mask)
             return weights @ v, weights if need_weights else None
         q_landmarks, k_landmarks = self.landmarks(q), self.landmarks(k)
         queries_to_landmarks = (q @ k_landmarks.transpose(-2, -1)).softmax(-1)
         landmark_kernel = (q_landmarks @ k_landmarks.transpose(-2, -1)).softmax(-1)
-        landmark_logits = q_landmarks @ k.transpose(-2, -1)
-        if key_bias is not None:
-            landmark_logits = landmark_logits.masked_fill(key_bias, float('-inf'))
-        landmarks_to_keys = landmark_logits.softmax(-1)
+        landmarks_to_keys = key_softmax(q_landmarks @ k.transpose(-2, -1), key_padding_mask)
         left = queries_to_landmarks @ iterative_pinv(landmark_kernel, self.pinv_iterations)
         out = left @ (landmarks_to_keys @ v)
         return out, (left @ landmarks_to_keys) if need_weights else None

@@ -1,8 +1,6 @@
 """Pure InfSA: the Frobenius-normalised ReLU scores, scaled by rho, applied to V."""
 from typing import Optional, Tuple
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from mmlinear.ops import pure_infsa, pure_infsa_scores
@@ -27,6 +25,15 @@ class PureInfSAAttention(InfSAMixer):
         """Query-key pairs scored per head: every pair (T^2)."""
         return num_tokens**2
 
+    def attention_weights(self, q: Tensor, k: Tensor, rho: Tensor,
+                          key_padding_mask: Optional[Tensor]) -> Tensor:
+        """(B, H, T, S): the rows of ``rho * A_hat`` (:func:`~mmlinear.ops.pure_infsa_scores`)."""
+        return pure_infsa_scores(q, k, rho, key_padding_mask, self.eps)
+
+    def apply_weights(self, weights: Tensor, v: Tensor, num_queries: int) -> Tensor:
+        """``weights @ v``."""
+        return weights @ v
+
     def forward(self,
                 q: Tensor,
                 k: Tensor,
@@ -35,11 +42,7 @@ class PureInfSAAttention(InfSAMixer):
                 need_weights: bool = False,
                 *,
                 rho: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`InfSAMixer`; the weights are the (B, H, T, S) rows of
-        ``rho * A_hat``, before the dropout."""
+        """See :class:`InfSAMixer`; without weights or attention dropout, the op."""
         if not self.explicit(need_weights):
             return pure_infsa(q, k, v, rho, key_padding_mask, self.eps), None
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            weights = pure_infsa_scores(q, k, rho, key_padding_mask, self.eps)
-            out = F.dropout(weights, self.attn_drop, self.training) @ v.to(weights.dtype)
-        return out.to(q.dtype), weights if need_weights else None
+        return super().forward(q, k, v, key_padding_mask, need_weights, rho=rho)

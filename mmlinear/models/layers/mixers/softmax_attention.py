@@ -4,7 +4,7 @@ from typing import Optional, Tuple
 import torch.nn.functional as F
 from torch import Tensor
 
-from .token_mixer import TokenMixer
+from .token_mixer import TokenMixer, key_softmax
 
 
 class SoftmaxAttention(TokenMixer):
@@ -38,8 +38,5 @@ class SoftmaxAttention(TokenMixer):
         if not need_weights:
             return F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_mask, dropout_p=attn_drop), None
-        logits = (q @ k.transpose(-2, -1)) * self.head_dims**-0.5
-        if attn_mask is not None:
-            logits = logits.masked_fill(~attn_mask, float('-inf'))
-        weights = logits.softmax(-1)
+        weights = key_softmax((q @ k.transpose(-2, -1)) * self.head_dims**-0.5, key_padding_mask)
         return F.dropout(weights, attn_drop) @ v, weights

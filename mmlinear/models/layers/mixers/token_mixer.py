@@ -6,6 +6,35 @@ from torch import Tensor, nn
 from .values import Values
 
 
+def zero_padded_tokens(x: Tensor, key_padding_mask: Optional[Tensor]) -> Tensor:
+    """(B, H, S, n) per-token features with the padded tokens' rows set to 0.
+
+    Args:
+        x (Tensor): (B, H, S, n) keys, values or features of the S tokens.
+        key_padding_mask (Tensor, optional): (B, S) bool, True on padded tokens; None leaves
+            ``x`` as it is.
+    """
+    if key_padding_mask is None:
+        return x
+    return x.masked_fill(key_padding_mask[:, None, :, None], 0.)
+
+
+def key_softmax(logits: Tensor, key_padding_mask: Optional[Tensor]) -> Tensor:
+    """Softmax over the keys (the last dimension) with the padded keys left out.
+
+    Args:
+        logits (Tensor): (B, H, T, S) query-key logits.
+        key_padding_mask (Tensor, optional): (B, S) bool, True on padded keys, which get
+            weight 0.
+
+    Returns:
+        Tensor: (B, H, T, S) weights.
+    """
+    if key_padding_mask is not None:
+        logits = logits.masked_fill(key_padding_mask[:, None, None, :], float('-inf'))
+    return logits.softmax(-1)
+
+
 class TokenMixer(nn.Module):
     """A token mixer over split heads, run by :class:`InfSAAttention` between its q / k / v
     projections and its output projection.

@@ -1,5 +1,6 @@
 // Device-independent entry points of the per-sample depthwise convolution.
 #include "pytorch_device_registry.hpp"
+#include "pytorch_ops.hpp"
 
 at::Tensor dynamic_dwconv2d_forward_impl(const at::Tensor& x, const at::Tensor& weight,
                                          const at::Tensor& bias) {

@@ -1,6 +1,7 @@
 // Device-independent entry points of the Linear-InfSA sum ops (the two passes of its
 // factorised form: the query sums, then the key-score pooling of the attention inputs).
 #include "pytorch_device_registry.hpp"
+#include "pytorch_ops.hpp"
 
 std::vector<at::Tensor> linear_infsa_query_sums_impl(const at::Tensor& q, const at::Tensor& mask) {
   return DISPATCH_DEVICE_IMPL(linear_infsa_query_sums_impl, q, mask);

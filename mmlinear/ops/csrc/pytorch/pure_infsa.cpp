@@ -1,5 +1,6 @@
 // Device-independent entry points of the memory-linear (tiled) Pure InfSA op.
 #include "pytorch_device_registry.hpp"
+#include "pytorch_ops.hpp"
 
 std::vector<at::Tensor> pure_infsa_forward_impl(const at::Tensor& q, const at::Tensor& k,
                                                 const at::Tensor& v, const at::Tensor& rho,

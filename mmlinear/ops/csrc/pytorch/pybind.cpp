@@ -3,34 +3,7 @@
 #include <torch/extension.h>
 
 #include "cpu_isa.hpp"
-
-std::vector<at::Tensor> linear_infsa_query_sums_forward(const at::Tensor& q,
-                                                        const std::optional<at::Tensor>& mask);
-at::Tensor linear_infsa_query_sums_backward(const at::Tensor& grad_queries,
-                                            const at::Tensor& grad_energy, const at::Tensor& q,
-                                            const std::optional<at::Tensor>& mask);
-std::vector<at::Tensor> linear_infsa_key_pool_forward(const at::Tensor& central,
-                                                      const at::Tensor& k, const at::Tensor& x,
-                                                      const std::optional<at::Tensor>& mask);
-std::vector<at::Tensor> linear_infsa_key_pool_backward(const at::Tensor& grad_inputs,
-                                                       const at::Tensor& grad_scores,
-                                                       const at::Tensor& central,
-                                                       const at::Tensor& k, const at::Tensor& x,
-                                                       const std::optional<at::Tensor>& mask);
-std::vector<at::Tensor> pure_infsa_forward(const at::Tensor& q, const at::Tensor& k,
-                                           const at::Tensor& v, const at::Tensor& rho,
-                                           const std::optional<at::Tensor>& key_padding_mask, double eps);
-std::vector<at::Tensor> pure_infsa_backward(const at::Tensor& grad_out, const at::Tensor& q,
-                                            const at::Tensor& k, const at::Tensor& v,
-                                            const at::Tensor& rho,
-                                            const std::optional<at::Tensor>& key_padding_mask,
-                                            const at::Tensor& fro_norm,
-                                            const at::Tensor& out_dot, double eps);
-at::Tensor dynamic_dwconv2d_forward(const at::Tensor& x, const at::Tensor& weight,
-                                    const std::optional<at::Tensor>& bias);
-std::vector<at::Tensor> dynamic_dwconv2d_backward(const at::Tensor& grad_out,
-                                                  const at::Tensor& x,
-                                                  const at::Tensor& weight);
+#include "pytorch_ops.hpp"
 
 // Whether this build holds CUDA kernels; the Python ops use the reference elsewhere.
 bool with_cuda() {

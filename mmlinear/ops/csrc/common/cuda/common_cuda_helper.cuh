@@ -13,6 +13,16 @@
 constexpr int kWarpSize = 32;
 constexpr int kThreadsPerBlock = 256;
 
+// AT_DISPATCH over the dtypes the CUDA kernels take (float, double, half, bfloat16): runs the
+// lambda __VA_ARGS__ with `scalar_t` and `acc_t`, its accumulation type (float; double for
+// double).
+#define DISPATCH_CUDA_FLOATING_TYPES(type, name, ...)                                          \
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, type, name, \
+                                  [&] {                                                        \
+                                    using acc_t = at::acc_type<scalar_t, true>;                \
+                                    __VA_ARGS__();                                             \
+                                  })
+
 inline int blocks_for(int64_t n, int threads = kThreadsPerBlock) {
   return static_cast<int>((n + threads - 1) / threads);
 }

@@ -12,6 +12,7 @@
 
 #include "pytorch_cpp_helper.hpp"
 #include "pytorch_device_registry.hpp"
+#include "pytorch_ops.hpp"
 
 namespace {
 
@@ -193,10 +194,5 @@ std::vector<at::Tensor> dynamic_dwconv2d_backward_cpu(const at::Tensor& grad_out
   return {grad_x, grad_weight, grad_bias};
 }
 
-at::Tensor dynamic_dwconv2d_forward_impl(const at::Tensor& x, const at::Tensor& weight,
-                                         const at::Tensor& bias);
-std::vector<at::Tensor> dynamic_dwconv2d_backward_impl(const at::Tensor& grad_out,
-                                                       const at::Tensor& x,
-                                                       const at::Tensor& weight);
 REGISTER_DEVICE_IMPL(dynamic_dwconv2d_forward_impl, CPU, dynamic_dwconv2d_forward_cpu);
 REGISTER_DEVICE_IMPL(dynamic_dwconv2d_backward_impl, CPU, dynamic_dwconv2d_backward_cpu);

@@ -4,14 +4,13 @@
 // go to their own slot of a (B, chunks, H, ...) buffer, summed afterwards in a fixed order
 // (token_chunks.hpp). The hot loops run over d or C and are compiled per CPU capability
 // (cpu_isa.hpp).
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "pytorch_cpp_helper.hpp"
 #include "pytorch_device_registry.hpp"
+#include "pytorch_ops.hpp"
 #include "token_chunks.hpp"
 
 namespace {
@@ -23,6 +22,12 @@ constexpr int64_t kMinChunkTokens = 256;
 // projection output (B, n, H, d): no copy is needed to read it.
 struct HeadRows {
   int64_t sb, sh, sn;
+
+  // The row (b, h, i) of the tensor whose data starts at `base`.
+  template <typename T>
+  T* row(T* base, int64_t b, int64_t h, int64_t i) const {
+    return base + b * sb + h * sh + i * sn;
+  }
 };
 
 HeadRows head_rows(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
@@ -44,6 +49,12 @@ SumShape sum_shape(const at::Tensor& heads, int64_t C) {
 struct TaskTokens {
   int64_t b, begin, end;
 };
+
+// 1 / sqrt(d), the scale of the queries and keys.
+template <typename acc_t>
+acc_t inv_sqrt(int64_t d) {
+  return 1 / std::sqrt(static_cast<acc_t>(d));
+}
 
 TaskTokens task_tokens(const SumShape& sh, int64_t task) {
   const int64_t begin = task % sh.chunks * sh.chunk_tokens;
@@ -82,15 +93,14 @@ MMLINEAR_ISA_INLINE void query_sums_tasks(const QuerySumsArgs<scalar_t>& a, int6
   using acc_t = cpu_acc_t<scalar_t>;
   const SumShape& sh = a.sh;
   const int64_t d = sh.d, width = d + 1;
-  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
+  const acc_t scale = inv_sqrt<acc_t>(d);
   for (int64_t task = begin; task < end; ++task) {
     const auto [b, i0, i1] = task_tokens(sh, task);
-    acc_t* part = a.part + task * sh.H * width;
-    std::fill(part, part + sh.H * width, acc_t(0));
+    acc_t* part = zeroed(a.part + task * sh.H * width, sh.H * width);
     for (int64_t i = i0; i < i1; ++i) {
       if (a.mask && a.mask[b * sh.n + i]) continue;
       for (int64_t h = 0; h < sh.H; ++h) {
-        const scalar_t* qi = a.q + b * a.qs.sb + h * a.qs.sh + i * a.qs.sn;
+        const scalar_t* qi = a.qs.row(a.q, b, h, i);
         const acc_t e = scale * std::sqrt(dot<acc_t>(qi, qi, d));
         acc_t* ph = part + h * width;
         axpy<acc_t>(e * scale, qi, ph, d);
@@ -121,14 +131,14 @@ MMLINEAR_ISA_INLINE void query_sums_backward_tasks(const QuerySumsBackwardArgs<s
   using acc_t = cpu_acc_t<scalar_t>;
   const SumShape& sh = a.sh;
   const int64_t d = sh.d;
-  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
+  const acc_t scale = inv_sqrt<acc_t>(d);
   for (int64_t task = begin; task < end; ++task) {
     const auto [b, i0, i1] = task_tokens(sh, task);
     for (int64_t i = i0; i < i1; ++i) {
       const bool masked = a.mask && a.mask[b * sh.n + i];
       for (int64_t h = 0; h < sh.H; ++h) {
-        const scalar_t* qi = a.q + b * a.qs.sb + h * a.qs.sh + i * a.qs.sn;
-        scalar_t* gi = a.grad_q + b * a.gs.sb + h * a.gs.sh + i * a.gs.sn;
+        const scalar_t* qi = a.qs.row(a.q, b, h, i);
+        scalar_t* gi = a.gs.row(a.grad_q, b, h, i);
         const acc_t e = masked ? acc_t(0) : scale * std::sqrt(dot<acc_t>(qi, qi, d));
         if (e == 0) {
           std::fill(gi, gi + d, scalar_t(0));
@@ -166,16 +176,15 @@ MMLINEAR_ISA_INLINE void key_pool_tasks(const KeyPoolArgs<scalar_t>& a, int64_t 
   using acc_t = cpu_acc_t<scalar_t>;
   const SumShape& sh = a.sh;
   const int64_t d = sh.d, C = sh.C, width = C + 1;
-  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
+  const acc_t scale = inv_sqrt<acc_t>(d);
   for (int64_t task = begin; task < end; ++task) {
     const auto [b, j0, j1] = task_tokens(sh, task);
-    acc_t* part = a.part + task * sh.H * width;
-    std::fill(part, part + sh.H * width, acc_t(0));
+    acc_t* part = zeroed(a.part + task * sh.H * width, sh.H * width);
     for (int64_t j = j0; j < j1; ++j) {
       if (a.mask && a.mask[b * sh.n + j]) continue;
       const scalar_t* xj = a.x + b * a.xsb + j * a.xsn;
       for (int64_t h = 0; h < sh.H; ++h) {
-        const scalar_t* kj = a.k + b * a.ks.sb + h * a.ks.sh + j * a.ks.sn;
+        const scalar_t* kj = a.ks.row(a.k, b, h, j);
         const acc_t s =
             std::max(scale * dot<acc_t>(kj, a.central + (b * sh.H + h) * d, d), acc_t(0));
         acc_t* ph = part + h * width;
@@ -212,20 +221,19 @@ MMLINEAR_ISA_INLINE void key_pool_backward_tasks(const KeyPoolBackwardArgs<scala
   using acc_t = cpu_acc_t<scalar_t>;
   const SumShape& sh = a.sh;
   const int64_t d = sh.d, C = sh.C;
-  const acc_t scale = 1 / std::sqrt(static_cast<acc_t>(d));
+  const acc_t scale = inv_sqrt<acc_t>(d);
   std::vector<acc_t> row(C);
   for (int64_t task = begin; task < end; ++task) {
     const auto [b, j0, j1] = task_tokens(sh, task);
-    acc_t* part = a.part + task * sh.H * d;
-    std::fill(part, part + sh.H * d, acc_t(0));
+    acc_t* part = zeroed(a.part + task * sh.H * d, sh.H * d);
     for (int64_t j = j0; j < j1; ++j) {
       const bool masked = a.mask && a.mask[b * sh.n + j];
       const scalar_t* xj = a.x + b * a.xsb + j * a.xsn;
       scalar_t* gxj = a.grad_x + b * a.gxsb + j * a.gxsn;
       std::fill(row.begin(), row.end(), acc_t(0));
       for (int64_t h = 0; h < sh.H; ++h) {
-        const scalar_t* kj = a.k + b * a.ks.sb + h * a.ks.sh + j * a.ks.sn;
-        scalar_t* gkj = a.grad_k + b * a.gks.sb + h * a.gks.sh + j * a.gks.sn;
+        const scalar_t* kj = a.ks.row(a.k, b, h, j);
+        scalar_t* gkj = a.gks.row(a.grad_k, b, h, j);
         const acc_t* c = a.central + (b * sh.H + h) * d;
         const acc_t s = masked ? acc_t(0) : scale * dot<acc_t>(kj, c, d);
         if (!(s > 0)) {
@@ -260,9 +268,7 @@ std::vector<at::Tensor> linear_infsa_query_sums_cpu(const at::Tensor& q, const a
     using acc_t = cpu_acc_t<scalar_t>;
     const QuerySumsArgs<scalar_t> args{q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), sh,
                                        part.data_ptr<acc_t>()};
-    const auto tasks = query_sums_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.chunks, 1,
-                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+    parallel_tasks(query_sums_tasks_for_cpu_isa<scalar_t>(), args, sh.B * sh.chunks);
   });
   const auto total = part.sum(1);  // (B, H, d + 1)
   return {total.narrow(-1, 0, sh.d).clone(), total.select(-1, sh.d).clone()};
@@ -281,9 +287,7 @@ at::Tensor linear_infsa_query_sums_backward_cpu(const at::Tensor& grad_queries,
     const QuerySumsBackwardArgs<scalar_t> args{
         grad_queries.data_ptr<acc_t>(), grad_energy.data_ptr<acc_t>(), q.data_ptr<scalar_t>(),
         head_rows(q), mask_ptr(mask), sh, grad_q.data_ptr<scalar_t>(), head_rows(grad_q)};
-    const auto tasks = query_sums_backward_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.chunks, 1,
-                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+    parallel_tasks(query_sums_backward_tasks_for_cpu_isa<scalar_t>(), args, sh.B * sh.chunks);
   });
   return grad_q;
 }
@@ -300,9 +304,7 @@ std::vector<at::Tensor> linear_infsa_key_pool_cpu(const at::Tensor& central, con
     const KeyPoolArgs<scalar_t> args{central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(),
                                      head_rows(k), x.data_ptr<scalar_t>(), x.stride(0),
                                      x.stride(1), mask_ptr(mask), sh, part.data_ptr<acc_t>()};
-    const auto tasks = key_pool_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.chunks, 1,
-                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+    parallel_tasks(key_pool_tasks_for_cpu_isa<scalar_t>(), args, sh.B * sh.chunks);
   });
   const auto total = part.sum(1);  // (B, H, C + 1)
   return {total.narrow(-1, 0, sh.C).clone(), total.select(-1, sh.C).clone()};
@@ -326,22 +328,11 @@ std::vector<at::Tensor> linear_infsa_key_pool_backward_cpu(
         k.data_ptr<scalar_t>(), head_rows(k), x.data_ptr<scalar_t>(), x.stride(0), x.stride(1),
         mask_ptr(mask), sh, part.data_ptr<acc_t>(), grad_k.data_ptr<scalar_t>(),
         head_rows(grad_k), grad_x.data_ptr<scalar_t>(), grad_x.stride(0), grad_x.stride(1)};
-    const auto tasks = key_pool_backward_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.chunks, 1,
-                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+    parallel_tasks(key_pool_backward_tasks_for_cpu_isa<scalar_t>(), args, sh.B * sh.chunks);
   });
   return {part.sum(1), grad_k, grad_x};
 }
 
-std::vector<at::Tensor> linear_infsa_query_sums_impl(const at::Tensor& q, const at::Tensor& mask);
-at::Tensor linear_infsa_query_sums_backward_impl(const at::Tensor& grad_queries,
-                                                 const at::Tensor& grad_energy,
-                                                 const at::Tensor& q, const at::Tensor& mask);
-std::vector<at::Tensor> linear_infsa_key_pool_impl(const at::Tensor& central, const at::Tensor& k,
-                                                   const at::Tensor& x, const at::Tensor& mask);
-std::vector<at::Tensor> linear_infsa_key_pool_backward_impl(
-    const at::Tensor& grad_inputs, const at::Tensor& grad_scores, const at::Tensor& central,
-    const at::Tensor& k, const at::Tensor& x, const at::Tensor& mask);
 REGISTER_DEVICE_IMPL(linear_infsa_query_sums_impl, CPU, linear_infsa_query_sums_cpu);
 REGISTER_DEVICE_IMPL(linear_infsa_query_sums_backward_impl, CPU,
                      linear_infsa_query_sums_backward_cpu);

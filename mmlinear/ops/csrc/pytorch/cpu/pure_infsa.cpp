@@ -8,14 +8,14 @@
 //   share of grad k and grad v (summed over chunks afterwards) and dL/drho; the norm's
 //   gradient enters through the scalar <dO, O> computed beforehand.
 // The element-wise tile work is compiled per CPU capability (cpu_isa.hpp).
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "pytorch_cpp_helper.hpp"
 #include "pytorch_device_registry.hpp"
+#include "pytorch_ops.hpp"
+#include "pure_infsa_norm.hpp"
 
 namespace {
 
@@ -43,6 +43,13 @@ template <typename scalar_t>
 at::Tensor matrix(const scalar_t* data, int64_t rows, int64_t cols) {
   return at::from_blob(const_cast<scalar_t*>(data), {rows, cols},
                        at::TensorOptions().dtype(c10::CppTypeToScalarType<scalar_t>::value));
+}
+
+// The rows [i0, i0 + rows) of head bh of a (B H, n, d) buffer, as a matrix.
+template <typename scalar_t>
+at::Tensor head_block(const scalar_t* data, int64_t bh, int64_t n, int64_t i0, int64_t rows,
+                      int64_t d) {
+  return matrix(data + (bh * n + i0) * d, rows, d);
 }
 
 // Whether each of the rows [i0, i0 + rows) of one sample is a valid (unpadded) token.
@@ -101,18 +108,17 @@ MMLINEAR_ISA_INLINE void pure_infsa_forward_tasks(const PureInfsaForwardArgs<sca
     const int64_t rows = std::min(kQueryBlock, sh.N - i0), b = bh / sh.H;
     const bool* mb = sh.mask_keys ? a.mask + b * sh.S : nullptr;
     valid_rows(mb, sh.mask_queries, i0, rows, valid_q);
-    const auto q_rows = matrix(a.q + (bh * sh.N + i0) * d, rows, d);
-    auto out_rows = matrix(a.unnormalised + (bh * sh.N + i0) * d, rows, d);
+    const auto q_rows = head_block(a.q, bh, sh.N, i0, rows, d);
+    auto out_rows = head_block(a.unnormalised, bh, sh.N, i0, rows, d);
     out_rows.zero_();
-    scalar_t* sq = a.row_sq + bh * sh.N + i0;
-    std::fill(sq, sq + rows, scalar_t(0));
+    scalar_t* sq = zeroed(a.row_sq + bh * sh.N + i0, rows);
     for (int64_t j0 = 0; j0 < sh.S; j0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, sh.S - j0);
       valid_rows(mb, sh.mask_keys, j0, cols, valid_k);
       auto scores = matrix(tile.data(), rows, cols);
-      at::mm_out(scores, q_rows, matrix(a.k + (bh * sh.S + j0) * d, cols, d).t());
+      at::mm_out(scores, q_rows, head_block(a.k, bh, sh.S, j0, cols, d).t());
       relu_scores<scalar_t>({tile.data(), rows, cols, valid_q, valid_k}, scale2, sq);
-      out_rows.addmm_(scores, matrix(a.v + (bh * sh.S + j0) * d, cols, d));
+      out_rows.addmm_(scores, head_block(a.v, bh, sh.S, j0, cols, d));
     }
   }
 }
@@ -173,17 +179,16 @@ MMLINEAR_ISA_INLINE void pure_infsa_backward_tasks(const PureInfsaBackwardArgs<s
     for (int64_t block = chunk * per_chunk; block < block_end; ++block) {
       const int64_t i0 = block * kQueryBlock, rows = std::min(kQueryBlock, sh.N - i0);
       valid_rows(mb, sh.mask_queries, i0, rows, valid_q);
-      const auto q_rows = matrix(a.q + (bh * sh.N + i0) * d, rows, d);
-      const auto go_rows = matrix(a.grad_out + (bh * sh.N + i0) * d, rows, d);
-      auto grad_q_rows = matrix(a.grad_q + (bh * sh.N + i0) * d, rows, d);
+      const auto q_rows = head_block(a.q, bh, sh.N, i0, rows, d);
+      const auto go_rows = head_block(a.grad_out, bh, sh.N, i0, rows, d);
+      auto grad_q_rows = head_block(a.grad_q, bh, sh.N, i0, rows, d);
       grad_q_rows.zero_();
-      scalar_t* gc = a.row_grad_c + bh * sh.N + i0;
-      std::fill(gc, gc + rows, scalar_t(0));
+      scalar_t* gc = zeroed(a.row_grad_c + bh * sh.N + i0, rows);
       for (int64_t j0 = 0; j0 < sh.S; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, sh.S - j0);
         valid_rows(mb, sh.mask_keys, j0, cols, valid_k);
-        const auto k_rows = matrix(a.k + (bh * sh.S + j0) * d, cols, d);
-        const auto v_rows = matrix(a.v + (bh * sh.S + j0) * d, cols, d);
+        const auto k_rows = head_block(a.k, bh, sh.S, j0, cols, d);
+        const auto v_rows = head_block(a.v, bh, sh.S, j0, cols, d);
         auto scores = matrix(score_tile.data(), rows, cols);
         auto grads = matrix(grad_tile.data(), rows, cols);
         at::mm_out(scores, q_rows, k_rows.t());
@@ -217,15 +222,12 @@ std::vector<at::Tensor> pure_infsa_forward_cpu(const at::Tensor& q, const at::Te
         q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
         sh.mask_keys ? key_padding_mask.data_ptr<bool>() : nullptr, sh, out.data_ptr<scalar_t>(),
         row_sq.data_ptr<scalar_t>()};
-    const auto tasks = pure_infsa_forward_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.H * blocks_of(sh.N, kQueryBlock), 1,
-                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+    parallel_tasks(pure_infsa_forward_tasks_for_cpu_isa<scalar_t>(), args,
+                   sh.B * sh.H * blocks_of(sh.N, kQueryBlock));
   });
-  // Rows are summed in double so the norm of a long sequence keeps its precision.
-  auto fro_norm = row_sq.sum(-1, false, at::kDouble).sqrt().to(rho.scalar_type());
-  auto coef = rho.view({1, -1}) / (fro_norm + eps);
-  out.mul_(coef.to(q.scalar_type()).view({sh.B, sh.H, 1, 1}));
-  return {out, fro_norm};
+  const auto norm = pure_infsa_norm(row_sq, rho, eps);
+  out.mul_(norm.coef.to(q.scalar_type()).view({sh.B, sh.H, 1, 1}));
+  return {out, norm.fro_norm};
 }
 
 std::vector<at::Tensor> pure_infsa_backward_cpu(const at::Tensor& grad_out, const at::Tensor& q,
@@ -236,13 +238,8 @@ std::vector<at::Tensor> pure_infsa_backward_cpu(const at::Tensor& grad_out, cons
                                                 const at::Tensor& out_dot, double eps) {
   CHECK_CONTIGUOUS(grad_out);
   const auto sh = pure_infsa_shape(q, k, key_padding_mask);
-  auto denom = fro_norm + eps;
-  auto coef = (rho.view({1, -1}) / denom).expand({sh.B, sh.H}).to(q.scalar_type()).contiguous();
-  // dL/dF = -<dO, O> / (F + eps) and dF/dP = P / F; an all-zero score matrix (F = 0) has no
-  // positive score to pass that gradient to.
-  auto norm_coef = at::where(fro_norm > 0, -out_dot / (denom * fro_norm), at::zeros_like(fro_norm))
-                       .to(q.scalar_type())
-                       .contiguous();
+  const auto factors =
+      pure_infsa_backward_coefficients(rho, fro_norm, out_dot, eps, q.scalar_type());
   // Query blocks of one (sample, head) are split into chunks only when there are fewer
   // (sample, head) pairs than threads; each extra chunk costs an (S, d) partial sum of grad k
   // and grad v, so the memory stays linear in S.
@@ -258,30 +255,19 @@ std::vector<at::Tensor> pure_infsa_backward_cpu(const at::Tensor& grad_out, cons
     const PureInfsaBackwardArgs<scalar_t> args{
         grad_out.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
         v.data_ptr<scalar_t>(), sh.mask_keys ? key_padding_mask.data_ptr<bool>() : nullptr,
-        coef.data_ptr<scalar_t>(), norm_coef.data_ptr<scalar_t>(), sh, chunks,
+        factors.coef.data_ptr<scalar_t>(), factors.norm_coef.data_ptr<scalar_t>(), sh, chunks,
         grad_q.data_ptr<scalar_t>(), grad_k.data_ptr<scalar_t>(), grad_v.data_ptr<scalar_t>(),
         partial_k.data_ptr<scalar_t>(), partial_v.data_ptr<scalar_t>(),
         row_grad_c.data_ptr<scalar_t>()};
-    const auto tasks = pure_infsa_backward_tasks_for_cpu_isa<scalar_t>();
-    at::parallel_for(0, sh.B * sh.H * chunks, 1,
-                     [&](int64_t begin, int64_t end) { tasks(args, begin, end); });
+    parallel_tasks(pure_infsa_backward_tasks_for_cpu_isa<scalar_t>(), args, sh.B * sh.H * chunks);
   });
   if (chunks > 1) {
     grad_k.add_(partial_k.sum(0));
     grad_v.add_(partial_v.sum(0));
   }
-  auto grad_rho = row_grad_c.sum(-1, false, rho.scalar_type()) / denom;
+  auto grad_rho = row_grad_c.sum(-1, false, rho.scalar_type()) / factors.denom;
   return {grad_q, grad_k, grad_v, grad_rho};
 }
-std::vector<at::Tensor> pure_infsa_forward_impl(const at::Tensor& q, const at::Tensor& k,
-                                                const at::Tensor& v, const at::Tensor& rho,
-                                                const at::Tensor& key_padding_mask,
-                                                double eps);
-std::vector<at::Tensor> pure_infsa_backward_impl(const at::Tensor& grad_out,
-                                                 const at::Tensor& q, const at::Tensor& k,
-                                                 const at::Tensor& v, const at::Tensor& rho,
-                                                 const at::Tensor& key_padding_mask,
-                                                 const at::Tensor& fro_norm,
-                                                 const at::Tensor& out_dot, double eps);
+
 REGISTER_DEVICE_IMPL(pure_infsa_forward_impl, CPU, pure_infsa_forward_cpu);
 REGISTER_DEVICE_IMPL(pure_infsa_backward_impl, CPU, pure_infsa_backward_cpu);

@@ -92,16 +92,13 @@ at::Tensor dynamic_dwconv2d_forward_cuda(const at::Tensor& x, const at::Tensor& 
   auto out = at::empty_like(x);
   const int64_t total = x.numel();
   if (total == 0) return out;
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::ScalarType::Half, at::ScalarType::BFloat16, x.scalar_type(),
-      "dynamic_dwconv2d_forward_cuda", [&] {
-        using acc_t = at::acc_type<scalar_t, true>;
-        dwconv_forward_kernel<scalar_t, acc_t>
-            <<<blocks_for(total), kThreadsPerBlock, 0, c10::cuda::getCurrentCUDAStream()>>>(
-                x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
-                bias.defined() ? bias.data_ptr<scalar_t>() : nullptr, total, x.size(2),
-                x.size(3), weight.size(2), out.data_ptr<scalar_t>());
-      });
+  DISPATCH_CUDA_FLOATING_TYPES(x.scalar_type(), "dynamic_dwconv2d_forward_cuda", [&] {
+    dwconv_forward_kernel<scalar_t, acc_t>
+        <<<blocks_for(total), kThreadsPerBlock, 0, c10::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(),
+            bias.defined() ? bias.data_ptr<scalar_t>() : nullptr, total, x.size(2),
+            x.size(3), weight.size(2), out.data_ptr<scalar_t>());
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
@@ -115,18 +112,15 @@ std::vector<at::Tensor> dynamic_dwconv2d_backward_cuda(const at::Tensor& grad_ou
   auto grad_bias = at::zeros({x.size(0), x.size(1)}, x.options());
   const int64_t total = x.numel(), planes = x.size(0) * x.size(1);
   if (total == 0) return {grad_x, grad_weight, grad_bias};
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::ScalarType::Half, at::ScalarType::BFloat16, x.scalar_type(),
-      "dynamic_dwconv2d_backward_cuda", [&] {
-        using acc_t = at::acc_type<scalar_t, true>;
-        auto stream = c10::cuda::getCurrentCUDAStream();
-        dwconv_grad_input_kernel<scalar_t, acc_t><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
-            grad_out.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), total, x.size(2),
-            x.size(3), weight.size(2), grad_x.data_ptr<scalar_t>());
-        dwconv_grad_weight_kernel<scalar_t, acc_t><<<planes, kThreadsPerBlock, 0, stream>>>(
-            grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), x.size(2), x.size(3),
-            weight.size(2), grad_weight.data_ptr<scalar_t>(), grad_bias.data_ptr<scalar_t>());
-      });
+  DISPATCH_CUDA_FLOATING_TYPES(x.scalar_type(), "dynamic_dwconv2d_backward_cuda", [&] {
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    dwconv_grad_input_kernel<scalar_t, acc_t><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
+        grad_out.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), total, x.size(2),
+        x.size(3), weight.size(2), grad_x.data_ptr<scalar_t>());
+    dwconv_grad_weight_kernel<scalar_t, acc_t><<<planes, kThreadsPerBlock, 0, stream>>>(
+        grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), x.size(2), x.size(3),
+        weight.size(2), grad_weight.data_ptr<scalar_t>(), grad_bias.data_ptr<scalar_t>());
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {grad_x, grad_weight, grad_bias};
 }

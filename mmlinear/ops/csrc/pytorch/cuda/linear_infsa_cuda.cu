@@ -235,16 +235,13 @@ std::vector<at::Tensor> linear_infsa_query_sums_cuda(const at::Tensor& q, const 
   const auto sh = sum_shape(q, 0);
   auto part = at::zeros({B, sh.chunks, sh.H, sh.d + 1}, acc_options(q));
   if (B * sh.H > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::ScalarType::Half, at::ScalarType::BFloat16, q.scalar_type(),
-        "linear_infsa_query_sums_cuda", [&] {
-          using acc_t = at::acc_type<scalar_t, true>;
-          const size_t smem = (kWarps * sh.d + kWarps) * sizeof(acc_t);
-          query_sums_kernel<scalar_t, acc_t>
-              <<<B * sh.H * sh.chunks, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
-                  q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), sh,
-                  part.data_ptr<acc_t>());
-        });
+    DISPATCH_CUDA_FLOATING_TYPES(q.scalar_type(), "linear_infsa_query_sums_cuda", [&] {
+      const size_t smem = (kWarps * sh.d + kWarps) * sizeof(acc_t);
+      query_sums_kernel<scalar_t, acc_t>
+          <<<B * sh.H * sh.chunks, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
+              q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), sh,
+              part.data_ptr<acc_t>());
+    });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   const auto total = part.sum(1);
@@ -260,16 +257,13 @@ at::Tensor linear_infsa_query_sums_backward_cuda(const at::Tensor& grad_queries,
   auto grad_q = empty_rows_like(q);
   const int64_t rows = B * sh.H * sh.n;
   if (rows == 0) return grad_q;
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::ScalarType::Half, at::ScalarType::BFloat16, q.scalar_type(),
-      "linear_infsa_query_sums_backward_cuda", [&] {
-        using acc_t = at::acc_type<scalar_t, true>;
-        query_sums_backward_kernel<scalar_t, acc_t>
-            <<<warp_blocks(rows), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-                grad_queries.data_ptr<acc_t>(), grad_energy.data_ptr<acc_t>(),
-                q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), B, sh,
-                grad_q.data_ptr<scalar_t>(), head_rows(grad_q));
-      });
+  DISPATCH_CUDA_FLOATING_TYPES(q.scalar_type(), "linear_infsa_query_sums_backward_cuda", [&] {
+    query_sums_backward_kernel<scalar_t, acc_t>
+        <<<warp_blocks(rows), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+            grad_queries.data_ptr<acc_t>(), grad_energy.data_ptr<acc_t>(),
+            q.data_ptr<scalar_t>(), head_rows(q), mask_ptr(mask), B, sh,
+            grad_q.data_ptr<scalar_t>(), head_rows(grad_q));
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad_q;
 }
@@ -281,16 +275,13 @@ std::vector<at::Tensor> linear_infsa_key_pool_cuda(const at::Tensor& central, co
   const auto sh = sum_shape(k, x.size(2));
   auto part = at::zeros({B, sh.chunks, sh.H, sh.C + 1}, acc_options(k));
   if (B * sh.H > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::ScalarType::Half, at::ScalarType::BFloat16, k.scalar_type(),
-        "linear_infsa_key_pool_cuda", [&] {
-          using acc_t = at::acc_type<scalar_t, true>;
-          key_pool_kernel<scalar_t, acc_t>
-              <<<B * sh.H * sh.chunks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-                  central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(), head_rows(k),
-                  x.data_ptr<scalar_t>(), x.stride(0), x.stride(1), mask_ptr(mask), sh,
-                  part.data_ptr<acc_t>());
-        });
+    DISPATCH_CUDA_FLOATING_TYPES(k.scalar_type(), "linear_infsa_key_pool_cuda", [&] {
+      key_pool_kernel<scalar_t, acc_t>
+          <<<B * sh.H * sh.chunks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+              central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(), head_rows(k),
+              x.data_ptr<scalar_t>(), x.stride(0), x.stride(1), mask_ptr(mask), sh,
+              part.data_ptr<acc_t>());
+    });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   const auto total = part.sum(1);
@@ -306,27 +297,24 @@ std::vector<at::Tensor> linear_infsa_key_pool_backward_cuda(
   auto part = at::zeros({B, sh.chunks, sh.H, sh.d}, central.options());
   auto grad_k = empty_rows_like(k), grad_x = empty_rows_like(x);
   if (B * sh.n > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::ScalarType::Half, at::ScalarType::BFloat16, k.scalar_type(),
-        "linear_infsa_key_pool_backward_cuda", [&] {
-          using acc_t = at::acc_type<scalar_t, true>;
-          const auto stream = c10::cuda::getCurrentCUDAStream();
-          if (sh.H > 0) {
-            key_pool_backward_keys_kernel<scalar_t, acc_t>
-                <<<B * sh.H * sh.chunks, kThreads, kWarps * sh.d * sizeof(acc_t), stream>>>(
-                    grad_inputs.data_ptr<acc_t>(), grad_scores.data_ptr<acc_t>(),
-                    central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(), head_rows(k),
-                    x.data_ptr<scalar_t>(), x.stride(0), x.stride(1), mask_ptr(mask), sh,
-                    part.data_ptr<acc_t>(), grad_k.data_ptr<scalar_t>(), head_rows(grad_k));
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
-          }
-          key_pool_backward_inputs_kernel<scalar_t, acc_t>
-              <<<warp_blocks(B * sh.n), kThreads, kWarps * sh.H * sizeof(acc_t), stream>>>(
-                  grad_inputs.data_ptr<acc_t>(), central.data_ptr<acc_t>(),
-                  k.data_ptr<scalar_t>(), head_rows(k), mask_ptr(mask), B, sh,
-                  grad_x.data_ptr<scalar_t>(), grad_x.stride(0), grad_x.stride(1));
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
-        });
+    DISPATCH_CUDA_FLOATING_TYPES(k.scalar_type(), "linear_infsa_key_pool_backward_cuda", [&] {
+      const auto stream = c10::cuda::getCurrentCUDAStream();
+      if (sh.H > 0) {
+        key_pool_backward_keys_kernel<scalar_t, acc_t>
+            <<<B * sh.H * sh.chunks, kThreads, kWarps * sh.d * sizeof(acc_t), stream>>>(
+                grad_inputs.data_ptr<acc_t>(), grad_scores.data_ptr<acc_t>(),
+                central.data_ptr<acc_t>(), k.data_ptr<scalar_t>(), head_rows(k),
+                x.data_ptr<scalar_t>(), x.stride(0), x.stride(1), mask_ptr(mask), sh,
+                part.data_ptr<acc_t>(), grad_k.data_ptr<scalar_t>(), head_rows(grad_k));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
+      key_pool_backward_inputs_kernel<scalar_t, acc_t>
+          <<<warp_blocks(B * sh.n), kThreads, kWarps * sh.H * sizeof(acc_t), stream>>>(
+              grad_inputs.data_ptr<acc_t>(), central.data_ptr<acc_t>(),
+              k.data_ptr<scalar_t>(), head_rows(k), mask_ptr(mask), B, sh,
+              grad_x.data_ptr<scalar_t>(), grad_x.stride(0), grad_x.stride(1));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   }
   return {part.sum(1), grad_k, grad_x};
 }

@@ -5,6 +5,7 @@
 #include <ATen/Dispatch.h>
 
 #include "cuda/common_cuda_helper.cuh"
+#include "pure_infsa_norm.hpp"
 
 namespace {
 
@@ -25,6 +26,34 @@ __device__ void load_tile(const scalar_t* a, const scalar_t* b, const bool* mask
     valid[r] = row0 + r < rows && !(mask && mask[row0 + r]);
 }
 
+// A block's shared memory: two (kTile, d) tiles of the other side's rows and their validity.
+template <typename acc_t>
+struct Tiles {
+  acc_t *a, *b;
+  bool* valid;
+};
+
+template <typename acc_t>
+__device__ __forceinline__ Tiles<acc_t> shared_tiles(int d) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  acc_t* a = reinterpret_cast<acc_t*>(smem_raw);
+  return {a, a + kTile * d, reinterpret_cast<bool*>(a + 2 * kTile * d)};
+}
+
+// The row a thread holds: head bh = blockIdx.y, row blockIdx.x * kRows + threadIdx.x, and the
+// mask of the sample (null without one).
+struct ThreadRow {
+  int64_t bh;
+  int row;
+  const bool* mask;
+};
+
+__device__ __forceinline__ ThreadRow thread_row(const bool* mask, int H, int S) {
+  const int64_t bh = blockIdx.y;
+  return {bh, static_cast<int>(blockIdx.x * kRows + threadIdx.x),
+          mask ? mask + static_cast<int64_t>(bh / H) * S : nullptr};
+}
+
 template <typename scalar_t, typename acc_t, int MAXD>
 __global__ void pure_infsa_forward_kernel(const scalar_t* __restrict__ q,
                                           const scalar_t* __restrict__ k,
@@ -32,13 +61,8 @@ __global__ void pure_infsa_forward_kernel(const scalar_t* __restrict__ q,
                                           const bool* __restrict__ mask, int H, int N, int S,
                                           int d, bool mask_queries, acc_t* unnormalised,
                                           acc_t* row_sq) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* k_tile = reinterpret_cast<acc_t*>(smem_raw);
-  acc_t* v_tile = k_tile + kTile * d;
-  bool* valid = reinterpret_cast<bool*>(v_tile + kTile * d);
-  const int64_t bh = blockIdx.y;
-  const int b = bh / H, i = blockIdx.x * kRows + threadIdx.x;
-  const bool* mb = mask ? mask + static_cast<int64_t>(b) * S : nullptr;
+  const auto [k_tile, v_tile, valid] = shared_tiles<acc_t>(d);
+  const auto [bh, i, mb] = thread_row(mask, H, S);
   const bool active = i < N && !(mask_queries && mb[i]);
   const acc_t scale2 = acc_t(1) / d;
   acc_t qi[MAXD], acc[MAXD];
@@ -74,34 +98,37 @@ __global__ void pure_infsa_forward_kernel(const scalar_t* __restrict__ q,
 }
 
 // dL/dq_i and the row's share of dL/dc, with dL/dP_ij = gO_i . v_j.
+// What both backward kernels read: the inputs, the output gradient, the sample masks (null
+// without) and per (sample, head) c = rho / (F + eps) and gf = -<dO, O> / ((F + eps) F).
+template <typename scalar_t, typename acc_t>
+struct BackwardInputs {
+  const scalar_t *grad_out, *q, *k, *v;
+  const bool* mask;
+  const acc_t *coef, *norm_coef;
+  int H, N, S, d;
+  bool mask_queries;
+};
+
 template <typename scalar_t, typename acc_t, int MAXD>
-__global__ void pure_infsa_backward_q_kernel(
-    const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ q,
-    const scalar_t* __restrict__ k, const scalar_t* __restrict__ v,
-    const bool* __restrict__ mask, const acc_t* __restrict__ coef,
-    const acc_t* __restrict__ norm_coef, int H, int N, int S, int d, bool mask_queries,
-    scalar_t* grad_q, acc_t* row_grad_c) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* k_tile = reinterpret_cast<acc_t*>(smem_raw);
-  acc_t* v_tile = k_tile + kTile * d;
-  bool* valid = reinterpret_cast<bool*>(v_tile + kTile * d);
-  const int64_t bh = blockIdx.y;
-  const int b = bh / H, i = blockIdx.x * kRows + threadIdx.x;
-  const bool* mb = mask ? mask + static_cast<int64_t>(b) * S : nullptr;
-  const bool active = i < N && !(mask_queries && mb[i]);
-  const acc_t scale2 = acc_t(1) / d, c = coef[bh], gf = norm_coef[bh];
+__global__ void pure_infsa_backward_q_kernel(const BackwardInputs<scalar_t, acc_t> in,
+                                             scalar_t* grad_q, acc_t* row_grad_c) {
+  const int N = in.N, S = in.S, d = in.d;
+  const auto [k_tile, v_tile, valid] = shared_tiles<acc_t>(d);
+  const auto [bh, i, mb] = thread_row(in.mask, in.H, S);
+  const bool active = i < N && !(in.mask_queries && mb[i]);
+  const acc_t scale2 = acc_t(1) / d, c = in.coef[bh], gf = in.norm_coef[bh];
   acc_t qi[MAXD], goi[MAXD], acc[MAXD];
 #pragma unroll
   for (int m = 0; m < MAXD; ++m) {
     const bool load = active && m < d;
-    qi[m] = load ? scale2 * static_cast<acc_t>(q[(bh * N + i) * d + m]) : acc_t(0);
-    goi[m] = load ? static_cast<acc_t>(grad_out[(bh * N + i) * d + m]) : acc_t(0);
+    qi[m] = load ? scale2 * static_cast<acc_t>(in.q[(bh * N + i) * d + m]) : acc_t(0);
+    goi[m] = load ? static_cast<acc_t>(in.grad_out[(bh * N + i) * d + m]) : acc_t(0);
     acc[m] = 0;
   }
   acc_t gc = 0;
   for (int j0 = 0; j0 < S; j0 += kTile) {
     __syncthreads();
-    load_tile(k + bh * S * d, v + bh * S * d, mb, S, j0, d, k_tile, v_tile, valid);
+    load_tile(in.k + bh * S * d, in.v + bh * S * d, mb, S, j0, d, k_tile, v_tile, valid);
     __syncthreads();
     if (!active) continue;
     for (int jj = 0; jj < kTile; ++jj) {
@@ -130,34 +157,26 @@ __global__ void pure_infsa_backward_q_kernel(
 
 // dL/dk_j and dL/dv_j, streaming tiles of queries and output gradients.
 template <typename scalar_t, typename acc_t, int MAXD>
-__global__ void pure_infsa_backward_kv_kernel(
-    const scalar_t* __restrict__ grad_out, const scalar_t* __restrict__ q,
-    const scalar_t* __restrict__ k, const scalar_t* __restrict__ v,
-    const bool* __restrict__ mask, const acc_t* __restrict__ coef,
-    const acc_t* __restrict__ norm_coef, int H, int N, int S, int d, bool mask_queries,
-    scalar_t* grad_k, scalar_t* grad_v) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* q_tile = reinterpret_cast<acc_t*>(smem_raw);
-  acc_t* go_tile = q_tile + kTile * d;
-  bool* valid = reinterpret_cast<bool*>(go_tile + kTile * d);
-  const int64_t bh = blockIdx.y;
-  const int b = bh / H, j = blockIdx.x * kRows + threadIdx.x;
-  const bool* mb = mask ? mask + static_cast<int64_t>(b) * S : nullptr;
+__global__ void pure_infsa_backward_kv_kernel(const BackwardInputs<scalar_t, acc_t> in,
+                                              scalar_t* grad_k, scalar_t* grad_v) {
+  const int N = in.N, S = in.S, d = in.d;
+  const auto [q_tile, go_tile, valid] = shared_tiles<acc_t>(d);
+  const auto [bh, j, mb] = thread_row(in.mask, in.H, S);
   const bool active = j < S && !(mb && mb[j]);
-  const acc_t scale2 = acc_t(1) / d, c = coef[bh], gf = norm_coef[bh];
+  const acc_t scale2 = acc_t(1) / d, c = in.coef[bh], gf = in.norm_coef[bh];
   acc_t kj[MAXD], vj[MAXD], acc_k[MAXD], acc_v[MAXD];
 #pragma unroll
   for (int m = 0; m < MAXD; ++m) {
     const bool load = active && m < d;
-    kj[m] = load ? scale2 * static_cast<acc_t>(k[(bh * S + j) * d + m]) : acc_t(0);
-    vj[m] = load ? static_cast<acc_t>(v[(bh * S + j) * d + m]) : acc_t(0);
+    kj[m] = load ? scale2 * static_cast<acc_t>(in.k[(bh * S + j) * d + m]) : acc_t(0);
+    vj[m] = load ? static_cast<acc_t>(in.v[(bh * S + j) * d + m]) : acc_t(0);
     acc_k[m] = 0;
     acc_v[m] = 0;
   }
   for (int i0 = 0; i0 < N; i0 += kTile) {
     __syncthreads();
-    load_tile(q + bh * N * d, grad_out + bh * N * d, mask_queries ? mb : nullptr, N, i0, d,
-              q_tile, go_tile, valid);
+    load_tile(in.q + bh * N * d, in.grad_out + bh * N * d, in.mask_queries ? mb : nullptr, N,
+              i0, d, q_tile, go_tile, valid);
     __syncthreads();
     if (!active) continue;
     for (int ii = 0; ii < kTile; ++ii) {
@@ -221,25 +240,21 @@ std::vector<at::Tensor> pure_infsa_forward_cuda(const at::Tensor& q, const at::T
   auto unnormalised = at::empty({B, H, N, d}, q.options().dtype(rho.scalar_type()));
   auto row_sq = at::empty({B, H, N}, rho.options());
   if (B * H * N > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::ScalarType::Half, at::ScalarType::BFloat16, q.scalar_type(),
-        "pure_infsa_forward_cuda", [&] {
-          using acc_t = at::acc_type<scalar_t, true>;
-          DISPATCH_HEAD_DIM(d, [&] {
-            const dim3 grid((N + kRows - 1) / kRows, B * H);
-            pure_infsa_forward_kernel<scalar_t, acc_t, MAXD>
-                <<<grid, kRows, tile_smem<acc_t>(d), c10::cuda::getCurrentCUDAStream()>>>(
-                    q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-                    masked ? key_padding_mask.data_ptr<bool>() : nullptr, H, N, S, d,
-                    masked && N == S, unnormalised.data_ptr<acc_t>(), row_sq.data_ptr<acc_t>());
-          });
-        });
+    DISPATCH_CUDA_FLOATING_TYPES(q.scalar_type(), "pure_infsa_forward_cuda", [&] {
+      DISPATCH_HEAD_DIM(d, [&] {
+        const dim3 grid((N + kRows - 1) / kRows, B * H);
+        pure_infsa_forward_kernel<scalar_t, acc_t, MAXD>
+            <<<grid, kRows, tile_smem<acc_t>(d), c10::cuda::getCurrentCUDAStream()>>>(
+                q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+                masked ? key_padding_mask.data_ptr<bool>() : nullptr, H, N, S, d,
+                masked && N == S, unnormalised.data_ptr<acc_t>(), row_sq.data_ptr<acc_t>());
+      });
+    });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  auto fro_norm = row_sq.sum(-1, false, at::kDouble).sqrt().to(rho.scalar_type());
-  auto coef = rho.view({1, -1}) / (fro_norm + eps);
-  auto out = (unnormalised * coef.view({B, H, 1, 1})).to(q.scalar_type());
-  return {out, fro_norm};
+  const auto norm = pure_infsa_norm(row_sq, rho, eps);
+  auto out = (unnormalised * norm.coef.view({B, H, 1, 1})).to(q.scalar_type());
+  return {out, norm.fro_norm};
 }
 
 std::vector<at::Tensor> pure_infsa_backward_cuda(const at::Tensor& grad_out, const at::Tensor& q,
@@ -251,43 +266,34 @@ std::vector<at::Tensor> pure_infsa_backward_cuda(const at::Tensor& grad_out, con
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), N = q.size(2), S = k.size(2), d = q.size(3);
   const bool masked = key_padding_mask.defined();
-  auto denom = fro_norm + eps;
-  auto coef = (rho.view({1, -1}) / denom).expand({B, H}).contiguous();
-  auto norm_coef =
-      at::where(fro_norm > 0, -out_dot / (denom * fro_norm), at::zeros_like(fro_norm))
-          .contiguous();
+  const auto factors =
+      pure_infsa_backward_coefficients(rho, fro_norm, out_dot, eps, rho.scalar_type());
   auto grad_q = at::empty_like(q), grad_k = at::empty_like(k), grad_v = at::empty_like(v);
   auto row_grad_c = at::zeros({B, H, N}, rho.options());
   if (B * H > 0 && (N > 0 || S > 0)) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::ScalarType::Half, at::ScalarType::BFloat16, q.scalar_type(),
-        "pure_infsa_backward_cuda", [&] {
-          using acc_t = at::acc_type<scalar_t, true>;
-          const bool* mask_ptr = masked ? key_padding_mask.data_ptr<bool>() : nullptr;
-          auto stream = c10::cuda::getCurrentCUDAStream();
-          DISPATCH_HEAD_DIM(d, [&] {
-            if (N > 0) {
-              pure_infsa_backward_q_kernel<scalar_t, acc_t, MAXD>
-                  <<<dim3((N + kRows - 1) / kRows, B * H), kRows, tile_smem<acc_t>(d),
-                     stream>>>(grad_out.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(),
-                               k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), mask_ptr,
-                               coef.data_ptr<acc_t>(), norm_coef.data_ptr<acc_t>(), H, N, S, d,
-                               masked && N == S, grad_q.data_ptr<scalar_t>(),
-                               row_grad_c.data_ptr<acc_t>());
-            }
-            if (S > 0) {
-              pure_infsa_backward_kv_kernel<scalar_t, acc_t, MAXD>
-                  <<<dim3((S + kRows - 1) / kRows, B * H), kRows, tile_smem<acc_t>(d),
-                     stream>>>(grad_out.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(),
-                               k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), mask_ptr,
-                               coef.data_ptr<acc_t>(), norm_coef.data_ptr<acc_t>(), H, N, S, d,
-                               masked && N == S, grad_k.data_ptr<scalar_t>(),
-                               grad_v.data_ptr<scalar_t>());
-            }
-          });
-        });
+    DISPATCH_CUDA_FLOATING_TYPES(q.scalar_type(), "pure_infsa_backward_cuda", [&] {
+      const BackwardInputs<scalar_t, acc_t> in{
+          grad_out.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+          v.data_ptr<scalar_t>(), masked ? key_padding_mask.data_ptr<bool>() : nullptr,
+          factors.coef.data_ptr<acc_t>(), factors.norm_coef.data_ptr<acc_t>(),
+          static_cast<int>(H), static_cast<int>(N), static_cast<int>(S), static_cast<int>(d),
+          masked && N == S};
+      auto stream = c10::cuda::getCurrentCUDAStream();
+      DISPATCH_HEAD_DIM(d, [&] {
+        if (N > 0) {
+          pure_infsa_backward_q_kernel<scalar_t, acc_t, MAXD>
+              <<<dim3((N + kRows - 1) / kRows, B * H), kRows, tile_smem<acc_t>(d), stream>>>(
+                  in, grad_q.data_ptr<scalar_t>(), row_grad_c.data_ptr<acc_t>());
+        }
+        if (S > 0) {
+          pure_infsa_backward_kv_kernel<scalar_t, acc_t, MAXD>
+              <<<dim3((S + kRows - 1) / kRows, B * H), kRows, tile_smem<acc_t>(d), stream>>>(
+                  in, grad_k.data_ptr<scalar_t>(), grad_v.data_ptr<scalar_t>());
+        }
+      });
+    });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  auto grad_rho = row_grad_c.sum(-1) / denom;
+  auto grad_rho = row_grad_c.sum(-1) / factors.denom;
   return {grad_q, grad_k, grad_v, grad_rho};
 }

@@ -19,7 +19,10 @@ def class_map_dtype(num_classes: int) -> torch.dtype:
     return torch.uint8 if num_classes <= 256 else torch.int32
 
 
-def output_bytes(num_classes: int, height: int, width: int, return_logits: bool,
+def output_bytes(num_classes: int,
+                 height: int,
+                 width: int,
+                 return_logits: bool,
                  buffer: str = 'memory') -> int:
     """Bytes of the whole-image outputs of :func:`segment_large_image` held in memory: the
     class map, and the float32 logits with ``return_logits``; none in 'disk' buffers."""

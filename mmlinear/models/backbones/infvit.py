@@ -224,16 +224,15 @@ class InfViT(BasePlainBackbone):
         if not whole_grid:
             positions = BandPosEmbed(self.pos_embed, self.patch_resolution, hw_shape, valid_shapes,
                                      self.interpolate_mode, self.num_extra_tokens)
-        elif valid_shapes is None:
-            positions = TablePosEmbed(
-                resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
-                                 self.interpolate_mode, self.num_extra_tokens), hw_shape,
-                self.num_extra_tokens)
         else:
-            positions = TablePosEmbed(
-                pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution, valid_shapes,
-                                            hw_shape, self.interpolate_mode, self.num_extra_tokens),
-                hw_shape, self.num_extra_tokens)
+            if valid_shapes is None:
+                table = resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
+                                         self.interpolate_mode, self.num_extra_tokens)
+            else:
+                table = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution,
+                                                    valid_shapes, hw_shape, self.interpolate_mode,
+                                                    self.num_extra_tokens)
+            positions = TablePosEmbed(table, hw_shape, self.num_extra_tokens)
         return EmbedSetup(self.cls_token.expand(batch, -1, -1) + positions.extra, {}, positions)
 
     def _embed_rows(self, tokens: Tensor, rows: Tuple[int, int], setup: EmbedSetup) -> Tensor:

@@ -46,7 +46,7 @@ def format_output(out_type: str,
         return extra[:, 0]
     if out_type == 'avg_featmap':
         return _mean_of_valid(bands, hw_shape, token_padding_mask)
-    width = hw_shape[1]
+    width, offset = hw_shape[1], 0 if extra is None else extra.shape[1]
     pieces, out = [], None
     for (start, stop), tokens in bands:
         piece = tokens_to_map(tokens, (stop - start, width)) if out_type == 'featmap' else tokens
@@ -54,11 +54,11 @@ def format_output(out_type: str,
             pieces.append(piece)
             continue
         if out is None:
-            out = _allocate_dense(out_type, piece, extra, hw_shape, buffer, buffer_dir)
+            out = _allocate_dense(out_type, piece, extra, offset, hw_shape, buffer, buffer_dir)
         if out_type == 'featmap':
             out[:, :, start:stop] = piece
         else:
-            out[:, _raw_offset(extra) + start * width:_raw_offset(extra) + stop * width] = piece
+            out[:, offset + start * width:offset + stop * width] = piece
     if buffer is not None:
         return out
     if out_type == 'raw' and extra is not None:
@@ -66,20 +66,14 @@ def format_output(out_type: str,
     return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 2 if out_type == 'featmap' else 1)
 
 
-def _raw_offset(extra: Optional[Tensor]) -> int:
-    """E: where the patch tokens start in a 'raw' output."""
-    return 0 if extra is None else extra.shape[1]
-
-
-def _allocate_dense(out_type: str, piece: Tensor, extra: Optional[Tensor],
+def _allocate_dense(out_type: str, piece: Tensor, extra: Optional[Tensor], offset: int,
                     hw_shape: Tuple[int, int], buffer: str, buffer_dir: Optional[str]) -> Tensor:
     """The buffer of a dense output, shaped from its first band's piece; a 'raw' one gets
-    the extra tokens at once."""
+    the ``offset`` (E) extra tokens at once."""
     B, num_rows, num_cols = piece.shape[0], hw_shape[0], hw_shape[1]
     if out_type == 'featmap':
         return allocate_buffer((B, piece.shape[1], num_rows, num_cols), piece.dtype, buffer,
                                buffer_dir)
-    offset = _raw_offset(extra)
     out = allocate_buffer((B, offset + num_rows * num_cols, piece.shape[-1]), piece.dtype, buffer,
                           buffer_dir)
     if offset:

@@ -105,7 +105,7 @@ def test_bad_inputs_name_the_problem():
     model = demo_detector('infvit')
     with pytest.raises(ValueError, match=r'at least one patch \(8x8\) large, got 4x64'):
         detect_large_image(model, np.zeros((4, 64, 3), np.uint8))
-    with pytest.raises(ValueError, match=r'takes images of 3 bands \(channels\), the image has 4'):
+    with pytest.raises(ValueError, match=r'takes images of 3 channels, the image has 4'):
         detect_large_image(model, np.zeros((64, 64, 4), np.uint16))
     with pytest.raises(ValueError, match=r'score_thr must be a number in \[0, 1\], got 2'):
         detect_large_image(model, scene(64, 64), score_thr=2)

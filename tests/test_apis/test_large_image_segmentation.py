@@ -197,7 +197,7 @@ def test_bad_inputs_name_the_problem(tmp_path):
     truncated.write_bytes(truncated.read_bytes()[:60])
     with pytest.raises(ValueError, match='truncated or not an image'):
         segment_large_image(model, str(truncated))
-    with pytest.raises(ValueError, match=r'takes images of 3 bands \(channels\), the image has 4'):
+    with pytest.raises(ValueError, match=r'takes images of 3 channels, the image has 4'):
         segment_large_image(model, np.zeros((64, 64, 4), np.uint16))
     with pytest.raises(ValueError, match=r'at least one patch \(8x8\) large, got 4x64'):
         segment_large_image(model, np.zeros((4, 64, 3), np.uint8))
@@ -209,9 +209,9 @@ def test_bad_inputs_name_the_problem(tmp_path):
         segment_large_image(model, scene(64, 64), buffer='swap')
 
 
-def test_four_band_16_bit_images_equal_mmseg_whole_inference():
-    """N bands: a 4-band model (the patch embedding's in_channels) normalised per band by the
-    data preprocessor, on 16-bit data."""
+def test_four_channel_16_bit_images_equal_mmseg_whole_inference():
+    """N channels: a 4-channel model (the patch embedding's in_channels) normalised per channel by
+    the data preprocessor, on 16-bit data."""
     model = demo_upernet(
         'infvit',
         model=dict(

@@ -19,7 +19,7 @@ class ChannelView:
     Args:
         source (array-like): An (H, W, C) image sliced by rows as ``source[start:stop]``.
         channels (Sequence[int]): The source's channels to keep, in the order to give them
-            (``bands`` before, deprecated).
+            (deprecated spelling ``bands``).
         scale (float): Each value is multiplied by it. Defaults to 1.
 
     Raises:

@@ -111,7 +111,7 @@ def write_geotiff(path: str,
     Args:
         path (str): The file to write (replaced if it exists).
         data (array-like): (C, H, W) or (H, W) values, a numpy array or a CPU tensor (a
-            memory-mapped one is read a block at a time; ``bands`` before, deprecated).
+            memory-mapped one is read a block at a time; deprecated spelling ``bands``).
         georeference (Georeference, optional): The CRS and transform to keep. Defaults to
             None (a raster without one).
         nodata (float, optional): The value that marks no data.

@@ -176,7 +176,7 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
             write_geotiff(partial, logits, georeference)
     counts = torch.bincount(class_map.flatten().long(), minlength=model.decode_head.out_channels)
     return plan, dict(
-        chunk_rows=plan.chunk_rows, head_rows=plan.head_rows, pixels_per_class=counts.tolist())
+        band_rows=plan.band_rows, head_rows=plan.head_rows, pixels_per_class=counts.tolist())
 
 
 def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georeference: Any,
@@ -198,7 +198,7 @@ def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georefe
     write_json(outputs[1], geojson_detections(instances, classes, georeference))
     counts = torch.bincount(instances.labels, minlength=len(classes))
     return plan, dict(
-        chunk_rows=plan.chunk_rows,
+        band_rows=plan.band_rows,
         head_rows=plan.head_rows,
         score_thr=args.score_thr,
         detections_per_class=counts.tolist())

@@ -5,13 +5,16 @@ from mmseg.models.segmentors import EncoderDecoder
 from torch import Tensor
 
 from mmlinear.registry import MODELS
+from mmlinear.utils.deprecation import renamed_keys
 from ..streaming.segmentation import StreamedSegmentation
 from ..utils import check_choice
 
 #: The keys of ``test_cfg`` in mode 'streamed' (beside ``mode``), passed to
 #: :meth:`StreamedSegmentation.logit_bands`.
-STREAMED_TEST_KEYS = ('chunk_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
+STREAMED_TEST_KEYS = ('band_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
 TEST_MODES = ('whole', 'slide', 'streamed')
+#: Retired ``test_cfg`` keys of mode 'streamed' -> their new spelling.
+RENAMED_TEST_KEYS = dict(chunk_rows='band_rows')
 
 
 @MODELS.register_module()
@@ -28,9 +31,9 @@ class StreamedEncoderDecoder(EncoderDecoder):
         model = dict(type='mmlinear.StreamedEncoderDecoder',
                      test_cfg=dict(mode='streamed', mem_limit_gb=4))
 
-    ``test_cfg`` keys of mode 'streamed': ``chunk_rows`` (the backbone's band, patch rows),
-    ``head_rows`` (rows of the head's finest level per band), ``mem_limit_gb``, ``buffer``
-    ('memory' or 'disk'), ``buffer_dir`` and ``progress``, as
+    ``test_cfg`` keys of mode 'streamed': ``band_rows`` (the backbone's band, patch rows;
+    deprecated spelling ``chunk_rows``), ``head_rows`` (rows of the head's finest level per
+    band), ``mem_limit_gb``, ``buffer`` ('memory' or 'disk'), ``buffer_dir`` and ``progress``, as
     :meth:`StreamedSegmentation.logit_bands` takes them.
     """
 
@@ -48,11 +51,12 @@ class StreamedEncoderDecoder(EncoderDecoder):
         check_choice('test_cfg mode', mode, TEST_MODES)
         if mode != 'streamed':
             return super().inference(inputs, batch_img_metas)
-        unknown = sorted(set(self.test_cfg) - {'mode', *STREAMED_TEST_KEYS})
+        test_cfg = renamed_keys(self.test_cfg, RENAMED_TEST_KEYS, 'test_cfg')
+        unknown = sorted(set(test_cfg) - {'mode', *STREAMED_TEST_KEYS})
         if unknown:
             raise ValueError(f"unknown test_cfg keys {unknown} for mode 'streamed'; allowed: "
                              f'{", ".join(STREAMED_TEST_KEYS)}')
-        options = {key: self.test_cfg[key] for key in STREAMED_TEST_KEYS if key in self.test_cfg}
+        options = {key: test_cfg[key] for key in STREAMED_TEST_KEYS if key in test_cfg}
         B, _, H, W = inputs.shape
         logits = inputs.new_empty(B, self.decode_head.out_channels, H, W)
         for (start, stop), band in StreamedSegmentation(self).logit_bands(inputs, **options):

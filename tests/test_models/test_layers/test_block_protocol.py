@@ -15,10 +15,8 @@ CASES = {
     (lambda: WeightFormerBlock(C, HIDDEN, dynamic=False), 0, lambda: dict(hw_shape=(2, 2))),
     'weightformer_dynamic':
     (lambda: WeightFormerBlock(C, HIDDEN, dynamic=True), 0, lambda: dict(hw_shape=(2, 2))),
-    'veca':
-    (lambda: VECABlock(C, HEADS, HIDDEN), 2,
-     lambda: dict(num_cores=2, cos=torch.ones(1, 6, C // HEADS), sin=torch.zeros(1, 6, C // HEADS))
-     ),
+    'veca': (lambda: VECABlock(C, HEADS, HIDDEN), 2, lambda: dict(
+        active_cores=2, cos=torch.ones(1, 6, C // HEADS), sin=torch.zeros(1, 6, C // HEADS))),
 }
 BLOCK_CLASSES = (InfViTBlock, WeightFormerBlock, VECABlock)
 

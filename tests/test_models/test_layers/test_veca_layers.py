@@ -40,7 +40,7 @@ def run_block(block, x, coords, rope=None):
     rope = rope or Rope2D(D // HEADS)
     cos, sin = rope(coords)
     with torch.no_grad():
-        return block(x, num_cores=K, cos=cos, sin=sin)
+        return block(x, active_cores=K, cos=cos, sin=sin)
 
 
 # --- 2D RoPE --------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_block_matches_its_definition():
     x, coords = block_inputs()
     cos, sin = Rope2D(D // HEADS)(coords)
     with torch.no_grad():
-        h = x + block.attn(block.norm_attn(x), num_cores=K, cos=cos, sin=sin)
+        h = x + block.attn(block.norm_attn(x), active_cores=K, cos=cos, sin=sin)
         u, g = F.linear(block.norm_ffn(h), block.fc1.weight, block.fc1.bias).split(96, dim=-1)
         expected = h + block.fc2(F.silu(u) * g)
     torch.testing.assert_close(run_block(block, x, coords), expected, atol=0, rtol=0)
@@ -214,7 +214,7 @@ def test_equals_one_dense_masked_attention():
         v = attn.split_heads(attn.v_proj(x))
         dense = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         dense = attn.out_proj(dense.transpose(1, 2).reshape(2, T, D))
-        two_calls = attn(x, num_cores=K, cos=cos, sin=sin)
+        two_calls = attn(x, active_cores=K, cos=cos, sin=sin)
     torch.testing.assert_close(two_calls, dense, atol=1e-6, rtol=0)
 
 
@@ -227,11 +227,11 @@ def test_padded_patches_are_invisible_to_the_cores():
     cos, sin = Rope2D(D // HEADS)(coords)
     keep = K + 7
     with torch.no_grad():
-        masked = block(x, mask, num_cores=K, cos=cos, sin=sin)
+        masked = block(x, mask, active_cores=K, cos=cos, sin=sin)
         x_noise = x.clone()
         x_noise[:, keep:] += torch.randn(N - 7, D) * 5  # padding content must not matter
-        masked_noise = block(x_noise, mask, num_cores=K, cos=cos, sin=sin)
-        dropped = block(x[:, :keep], num_cores=K, cos=cos[:, :keep], sin=sin[:, :keep])
+        masked_noise = block(x_noise, mask, active_cores=K, cos=cos, sin=sin)
+        dropped = block(x[:, :keep], active_cores=K, cos=cos[:, :keep], sin=sin[:, :keep])
     torch.testing.assert_close(masked[:, :keep], dropped, atol=1e-6, rtol=0)
     torch.testing.assert_close(masked_noise[:, :keep], masked[:, :keep], atol=1e-6, rtol=0)
     unmasked = run_block(block, x, coords)
@@ -248,9 +248,9 @@ def test_core_attention_weights_are_the_rows_sdpa_applies():
     mask = torch.zeros(2, N, dtype=torch.bool)
     mask[1, 9:] = True
     with torch.no_grad():
-        out, weights = block(x, mask, num_cores=K, cos=cos, sin=sin, need_weights=True)
+        out, weights = block(x, mask, active_cores=K, cos=cos, sin=sin, need_weights=True)
         torch.testing.assert_close(
-            out, block(x, mask, num_cores=K, cos=cos, sin=sin), atol=0, rtol=0)
+            out, block(x, mask, active_cores=K, cos=cos, sin=sin), atol=0, rtol=0)
         normed = block.norm_attn(x)
         v = attn.split_heads(attn.v_proj(normed))
         sdpa_cores = F.scaled_dot_product_attention(
@@ -267,9 +267,9 @@ def test_core_attention_weights_are_the_rows_sdpa_applies():
 def test_attention_rejects_a_budget_without_patches():
     attn = CorePeripheryAttention(D, HEADS)
     x, coords = block_inputs()
-    with pytest.raises(ValueError, match='num_cores'):
+    with pytest.raises(ValueError, match='active_cores'):
         cos, sin = Rope2D(D // HEADS)(coords)
-        attn(x, num_cores=K + N, cos=cos, sin=sin)
+        attn(x, active_cores=K + N, cos=cos, sin=sin)
     with pytest.raises(ValueError, match='divisible by num_heads'):
         CorePeripheryAttention(30, 4)
 

@@ -60,8 +60,8 @@ def renamed_arguments(**renames: str) -> Callable[[Callable], Callable]:
     """Decorate a function whose keyword arguments ``old=new`` were renamed.
 
     Example:
-        >>> @renamed_arguments(chunk_rows='band_rows')
-        ... def forward_streamed(x, *, band_rows=None): ...
+        >>> @renamed_arguments(old_rows='rows')
+        ... def read(x, *, rows=None): ...
     """
 
     def decorate(func: Callable) -> Callable:
@@ -81,9 +81,9 @@ class RenamedFlag(argparse.Action):
     """The ``argparse`` action of a retired flag: warns, then stores as the new flag does.
 
     Example:
-        >>> parser.add_argument('--band-rows', type=int)
-        >>> parser.add_argument('--chunk-rows', type=int, dest='band_rows',
-        ...                     action=RenamedFlag, new='--band-rows', help=argparse.SUPPRESS)
+        >>> parser.add_argument('--rows', type=int)
+        >>> parser.add_argument('--old-rows', type=int, dest='rows', action=RenamedFlag,
+        ...                     new='--rows', help=argparse.SUPPRESS)
     """
 
     def __init__(self, *args, new: str, **kwargs) -> None:

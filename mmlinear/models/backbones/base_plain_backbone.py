@@ -144,7 +144,7 @@ class BasePlainBackbone(StreamedBackboneMixin, BaseModule):
         Args:
             x (Tensor): (B, in_channels, H, W) floating-point images.
             token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches.
-            **kwargs: Backbone-specific options of the call (VECA: ``num_cores``).
+            **kwargs: Backbone-specific options of the call (VECA: ``active_cores``).
 
         Returns:
             TokenGrid: The tokens and what the blocks need besides them.

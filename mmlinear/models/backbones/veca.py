@@ -167,7 +167,8 @@ class VECA(BasePlainBackbone):
             parts.append(self.pos_alpha)
         return parts
 
-    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor], num_cores: int) -> TokenGrid:
+    def _embed(self, x: Tensor, token_padding_mask: Optional[Tensor],
+               active_cores: int) -> TokenGrid:
         """``[cores; patches]``, and the patches' RoPE coordinates (augmented in training)."""
         B = x.shape[0]
         patches, hw_shape = self.patch_embed(x)
@@ -176,7 +177,7 @@ class VECA(BasePlainBackbone):
             # Each image's patch coordinates span its own valid grid, not the padded one.
             extents = valid_extents(token_padding_mask, hw_shape)
         coords = patch_grid_coords(hw_shape, extents, patches.device).expand(B, -1, -1)
-        num_chunks = num_cores // self.core_chunk_size
+        num_chunks = active_cores // self.core_chunk_size
         cores = active_prefix(self.query_token_chunks, num_chunks, B)
         patch_coords = self.rope.augment_patch_coords(coords)
         block_state = dict(
@@ -184,7 +185,7 @@ class VECA(BasePlainBackbone):
             patch_rope=self.rope(patch_coords),
             raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, B))
         return TokenGrid(
-            torch.cat([cores, patches], dim=1), hw_shape, num_cores, token_padding_mask,
+            torch.cat([cores, patches], dim=1), hw_shape, active_cores, token_padding_mask,
             block_state)
 
     def _move_cores(self, index: int, cores: Tensor, state: Dict[str, Any]) -> Dict[str, Any]:
@@ -202,15 +203,15 @@ class VECA(BasePlainBackbone):
         """Move the cores, then the RoPE angles of ``[cores; patches]``.
 
         Returns:
-            tuple[dict, dict]: ``num_cores``, ``cos`` and ``sin`` for the block, and the
+            tuple[dict, dict]: ``active_cores``, ``cos`` and ``sin`` for the block, and the
             state with the cores' raw coordinates and the RoPE coordinates ``core_coords``
             (B, K, 2) this block used.
         """
-        num_cores = grid.num_extra_tokens
-        state = self._move_cores(index, tokens[:, :num_cores], state)
+        active_cores = grid.num_extra_tokens
+        state = self._move_cores(index, tokens[:, :active_cores], state)
         cos, sin = (torch.cat([core, patch], dim=1)
                     for core, patch in zip(self.rope(state['core_coords']), state['patch_rope']))
-        return dict(num_cores=num_cores, cos=cos, sin=sin), state
+        return dict(active_cores=active_cores, cos=cos, sin=sin), state
 
     def _stream_workspace_per_token(self) -> BandWorkspace:
         # In autocast's dtype: the SwiGLU's fc1 output (2 F) and gate (F), q / k / v, the
@@ -229,12 +230,12 @@ class VECA(BasePlainBackbone):
                       active_cores: Optional[int] = None) -> Dict[str, Any]:
         """:meth:`_embed` band by band: the cores become the stream's extra tokens; the
         patches' RoPE angles are computed per band when a block needs them."""
-        num_cores = self._num_cores(active_cores)
+        active_cores = self._num_extra_tokens(active_cores)
         B = image.shape[0]
         for start, stop in stream.pass_bands():
             tokens, _ = self.patch_embed.project(self._embed_band_pixels(image, start, stop))
             stream.write(start, stop, tokens)
-        num_chunks = num_cores // self.core_chunk_size
+        num_chunks = active_cores // self.core_chunk_size
         stream.extra = active_prefix(self.query_token_chunks, num_chunks, B)
         valid_hw = None
         if stream.token_padding_mask is not None:
@@ -253,7 +254,7 @@ class VECA(BasePlainBackbone):
             return self.rope(coords.expand(B, -1, -1))
 
         return dict(
-            num_cores=stream.num_extra_tokens,
+            active_cores=stream.num_extra_tokens,
             core_rope=self.rope(state['core_coords']),
             patch_rope=patch_rope), state
 
@@ -306,10 +307,10 @@ class VECA(BasePlainBackbone):
         """
         *_, last = self._steps(x, padding_mask, active_cores)
         tokens = self._apply_head(last.tokens)
-        num_cores = last.grid.num_extra_tokens
+        active_cores = last.grid.num_extra_tokens
         return {
             'global': tokens[:, 0],
-            'patches': tokens[:, num_cores:],
+            'patches': tokens[:, active_cores:],
             'hw_shape': last.grid.hw_shape
         }
 
@@ -374,12 +375,9 @@ class VECA(BasePlainBackbone):
                need_weights: bool = False) -> Iterator[BlockStep]:
         """The block loop with the budget of this call (the default when None)."""
         return self._run_blocks(
-            x, padding_mask, need_weights, num_cores=self._num_cores(active_cores))
+            x, padding_mask, need_weights, active_cores=self._num_extra_tokens(active_cores))
 
     def _num_extra_tokens(self, active_cores: Optional[int] = None) -> int:
-        return self._num_cores(active_cores)
-
-    def _num_cores(self, active_cores: Optional[int]) -> int:
         """The core budget of a call: ``active_cores``, checked, or the default."""
         if active_cores is None:
             return self.active_cores

@@ -12,8 +12,8 @@ class PlainBlock(Protocol):
     on its blocks (:class:`InfViTBlock`, :class:`WeightFormerBlock`, :class:`VECABlock`).
 
     The named arguments (``**block_inputs``) are each backbone's own, always keyword-only:
-    ``num_extra_tokens`` (InfViT), ``hw_shape`` (WeightFormer), ``num_cores``, ``cos``,
-    ``sin`` (VECA) for :meth:`forward`; none, ``hw_shape``, ``num_cores``, ``core_rope``,
+    ``num_extra_tokens`` (InfViT), ``hw_shape`` (WeightFormer), ``active_cores``, ``cos``,
+    ``sin`` (VECA) for :meth:`forward`; none, ``hw_shape``, ``active_cores``, ``core_rope``,
     ``patch_rope`` for :meth:`forward_streamed`. The backbone's ``_block_inputs`` and
     ``_stream_block_inputs`` produce them.
 

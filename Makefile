@@ -15,7 +15,7 @@ data: setup
 demo: data
 	@$(PY) tools/misc/run_demo.py
 
-# A generated LARGE_SCENE x LARGE_SCENE 4-band 16-bit GeoTIFF segmented by the demo UperNet whole
+# A generated LARGE_SCENE x LARGE_SCENE 4-channel 16-bit GeoTIFF segmented by the demo UperNet whole
 # (streamed) and with mmseg's slide mode: time, peak memory, mIoU and a picture in
 # work_dirs/demo_large/. The UperNet is the one `make demo` trains; when it is missing,
 # run_demo.py trains it (and the classifier it starts from, if that is missing too).

@@ -3,7 +3,7 @@ one image through a trained model, segmenting and detecting on a whole image of 
 mmseg and mmdet are installed) read from files of any kind (GeoTIFF, OME-TIFF, whole-slide
 images, ...), counting FLOPs, parameters and attention interactions and converting ViT
 checkpoints to InfViT. Their modules hold more: the readers (:mod:`.rasters`,
-:mod:`.ome_tiff`, :mod:`.whole_slide`, :mod:`.band_view`), the writers and scorers of what the
+:mod:`.ome_tiff`, :mod:`.whole_slide`, :mod:`.channel_view`), the writers and scorers of what the
 whole-image APIs give (:mod:`.detection_files`: COCO and GeoJSON; :mod:`.class_map_iou`: mIoU
 of a class map of any size) and the ONNX export (:mod:`.onnx_export`), each importing its
 optional packages itself.

@@ -9,16 +9,18 @@ from mmlinear.models.streaming import BUFFERS
 from mmlinear.models.streaming.band_planner import BandPlan
 from mmlinear.models.streaming.detection import StreamedDetection
 from mmlinear.models.utils import check_choice
+from mmlinear.utils.deprecation import renamed_arguments
 from .large_image_inputs import open_image, whole_image_rows
 
 
+@renamed_arguments(chunk_rows='band_rows')
 def detect_large_image(model: nn.Module,
                        source: Union[str, os.PathLike, Any],
                        *,
                        plan: Optional[BandPlan] = None,
                        mem_limit_gb: Optional[float] = None,
                        score_thr: float = 0.0,
-                       chunk_rows: Optional[int] = None,
+                       band_rows: Optional[int] = None,
                        head_rows: Optional[int] = None,
                        buffer: str = 'memory',
                        buffer_dir: Optional[str] = None,
@@ -45,12 +47,13 @@ def detect_large_image(model: nn.Module,
             memmap (or a ``.npy`` path, mapped) or a raster file is read by rows.
         plan (BandPlan, optional): The band heights, from :func:`plan_large_image` with this
             model, image and options (it has the predicted peak memory); None (the default)
-            plans them from ``mem_limit_gb``, ``chunk_rows`` and ``head_rows``.
+            plans them from ``mem_limit_gb``, ``band_rows`` and ``head_rows``.
         mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak fits;
             refused before any work, with the predicted figure, when none does.
         score_thr (float): Keep detections scoring at least this (the model's own
             ``score_thr`` applies first). Defaults to 0.
-        chunk_rows (int, optional): The backbone's band height (patch rows).
+        band_rows (int, optional): The backbone's band height (patch rows;
+            deprecated spelling ``chunk_rows``).
         head_rows (int, optional): Rows of a pyramid level per band (neck, RPN, RoI reads).
         buffer (str): 'memory', or 'disk': the backbone's stream and map and the pyramid in
             memory-mapped temporary files (removed with them). Defaults to 'memory'.
@@ -80,7 +83,7 @@ def detect_large_image(model: nn.Module,
     results = streamed.predict(
         rows,
         plan,
-        chunk_rows=chunk_rows,
+        band_rows=band_rows,
         head_rows=head_rows,
         mem_limit_gb=mem_limit_gb,
         buffer=buffer,

@@ -1,6 +1,6 @@
 """What every whole-image API does with its input before streaming it: the image a path
 names, opened by the reader its suffix asks for, and the rows a streamed model reads, after
-the checks of the test pipeline's resizes, the data preprocessor's padding and the band count.
+the checks of the test pipeline's resizes, the data preprocessor's padding and the channel count.
 
 Neither mmseg nor mmdet is needed here, so segmentation and detection each import only their
 own toolbox.
@@ -32,8 +32,8 @@ def open_image(source: Union[str, os.PathLike, Any]) -> Any:
     tifffile), a whole-slide image (``SLIDE_SUFFIXES``: ``.svs``, ``.ndpi`` ...) as a
     :class:`~mmlinear.apis.whole_slide.SlideImage` (RGB at full resolution, read by rows
     through OpenSlide), a GeoTIFF / BigTIFF (any other of ``RASTER_SUFFIXES``) as a
-    :class:`~mmlinear.apis.rasters.RasterImage` (N bands, read by windows of rows, in the
-    file's band order), a ``.npy`` file is memory-mapped (read by rows as needed); any other
+    :class:`~mmlinear.apis.rasters.RasterImage` (N channels, read by windows of rows, in the
+    file's channel order), a ``.npy`` file is memory-mapped (read by rows as needed); any other
     file is read by mmcv as mmseg's ``LoadImageFromFile`` reads it (BGR, whole).
 
     Raises:
@@ -76,13 +76,13 @@ def whole_image_rows(model: nn.Module, image: Any, in_channels: int, caller: str
                      skipped_padding: Optional[str]) -> Tuple[NormalizedRows, int, int]:
     """The image as the rows a streamed model reads, normalised by the model's data
     preprocessor, after the checks every whole-image API makes: a warning for each resize of
-    the test pipeline and for the padding it skips, and an error for a band count the model
+    the test pipeline and for the padding it skips, and an error for a channel count the model
     was not built for.
 
     Args:
         model (nn.Module): The mmseg / mmdet model (its ``cfg`` and ``data_preprocessor``).
         image (Any): (H, W, C) or (H, W) array-like, read by rows.
-        in_channels (int): The bands the model takes.
+        in_channels (int): The channels the model takes.
         caller (str): The API and what it does, opening the warnings
             ('segment_large_image segments').
         skipped_padding (str, optional): What the caller says of the preprocessor's padding
@@ -96,8 +96,8 @@ def whole_image_rows(model: nn.Module, image: Any, in_channels: int, caller: str
                       f'is skipped')
     if skipped_padding is not None:
         warnings.warn(skipped_padding)
-    _, bands, height, width = NormalizedRows.batch_shape(image)
-    if bands != in_channels:
-        raise ValueError(f'the model takes images of {in_channels} bands (channels), '
-                         f'the image has {bands}')
+    _, channels, height, width = NormalizedRows.batch_shape(image)
+    if channels != in_channels:
+        raise ValueError(f'the model takes images of {in_channels} channels, the image has '
+                         f'{channels}')
     return NormalizedRows(image, model.data_preprocessor), height, width

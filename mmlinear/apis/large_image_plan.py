@@ -11,6 +11,7 @@ from mmlinear.models.data_preprocessors.normalized_rows import NormalizedRows
 from mmlinear.models.streaming import BUFFERS
 from mmlinear.models.streaming.band_planner import BandPlan, BandPlanner
 from mmlinear.models.utils import check_choice
+from mmlinear.utils.deprecation import renamed_arguments
 from .large_image_inputs import open_image
 
 
@@ -49,11 +50,12 @@ def band_planner(model: nn.Module) -> BandPlanner:
                     f'an mmdet two-stage detector (with a roi_head), got {type(model).__name__}')
 
 
+@renamed_arguments(chunk_rows='band_rows')
 def plan_large_image(model: nn.Module,
                      source: Union[str, os.PathLike, Any],
                      *,
                      mem_limit_gb: Optional[float] = None,
-                     chunk_rows: Optional[int] = None,
+                     band_rows: Optional[int] = None,
                      head_rows: Optional[int] = None,
                      buffer: str = 'memory',
                      return_logits: bool = False) -> BandPlan:
@@ -67,14 +69,15 @@ def plan_large_image(model: nn.Module,
         source (str | PathLike | array-like): The image, as the whole-image APIs take it.
         mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak fits;
             refused (ValueError, with the predicted figure) when none does.
-        chunk_rows (int, optional): The backbone's band height (patch rows).
+        band_rows (int, optional): The backbone's band height (patch rows;
+            deprecated spelling ``chunk_rows``).
         head_rows (int, optional): Rows of the heads' finest level per band.
         buffer (str): 'memory' or 'disk', as the APIs take it. Defaults to 'memory'.
         return_logits (bool): Segmentation: whether the logits will be returned too (they
             are held in memory with ``buffer='memory'``). Defaults to False.
 
     Returns:
-        BandPlan: ``chunk_rows``, ``head_rows`` and ``memory`` (the predicted peak, with
+        BandPlan: ``band_rows``, ``head_rows`` and ``memory`` (the predicted peak, with
         ``describe()``; ``predicted_peak_gb`` in GB), to pass on as ``plan``.
     """
     check_choice('buffer', buffer, BUFFERS)
@@ -86,7 +89,7 @@ def plan_large_image(model: nn.Module,
                                                       return_logits, buffer)
     return planner.plan_bands(
         shape,
-        chunk_rows=chunk_rows,
+        band_rows=band_rows,
         head_rows=head_rows,
         mem_limit_gb=mem_limit_gb,
         buffer=buffer,

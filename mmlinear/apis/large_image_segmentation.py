@@ -10,17 +10,19 @@ from mmlinear.models.streaming import BUFFERS, allocate_buffer
 from mmlinear.models.streaming.band_planner import BandPlan
 from mmlinear.models.streaming.segmentation import StreamedSegmentation
 from mmlinear.models.utils import check_choice
+from mmlinear.utils.deprecation import renamed_arguments
 from .large_image_inputs import open_image, whole_image_rows
 from .large_image_plan import class_map_dtype, output_bytes
 
 
+@renamed_arguments(chunk_rows='band_rows')
 def segment_large_image(model: nn.Module,
                         source: Union[str, os.PathLike, Any],
                         *,
                         plan: Optional[BandPlan] = None,
                         mem_limit_gb: Optional[float] = None,
                         return_logits: bool = False,
-                        chunk_rows: Optional[int] = None,
+                        band_rows: Optional[int] = None,
                         head_rows: Optional[int] = None,
                         buffer: str = 'memory',
                         buffer_dir: Optional[str] = None,
@@ -47,11 +49,12 @@ def segment_large_image(model: nn.Module,
             path, mapped) is read by rows.
         plan (BandPlan, optional): The band heights, from :func:`plan_large_image` with this
             model, image and options (it has the predicted peak memory); None (the default)
-            plans them from ``mem_limit_gb``, ``chunk_rows`` and ``head_rows``.
+            plans them from ``mem_limit_gb``, ``band_rows`` and ``head_rows``.
         mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak fits;
             refused before any work, with the predicted figure, when none does.
         return_logits (bool): Also return the logits. Defaults to False.
-        chunk_rows (int, optional): The backbone's band height (patch rows).
+        band_rows (int, optional): The backbone's band height (patch rows;
+            deprecated spelling ``chunk_rows``).
         head_rows (int, optional): Rows of the decode head's finest level per band.
         buffer (str): 'memory', or 'disk': the backbone's stream, its map and the outputs in
             memory-mapped temporary files (removed with them). Defaults to 'memory'.
@@ -83,7 +86,7 @@ def segment_large_image(model: nn.Module,
     for (start, stop), band in streamed.logit_bands(
             rows,
             plan,
-            chunk_rows=chunk_rows,
+            band_rows=band_rows,
             head_rows=head_rows,
             mem_limit_gb=mem_limit_gb,
             buffer=buffer,

@@ -1,11 +1,13 @@
 """Large raster files in and out: GeoTIFF / BigTIFF (any format GDAL reads) read lazily by
-windows of rows, with N bands of 8-bit, 16-bit or float data and their georeference, and tiled
+windows of rows, with N channels of 8-bit, 16-bit or float data and their georeference, and tiled
 GeoTIFF outputs that keep it. Needs ``rasterio`` (its wheels ship GDAL)."""
 import os
 import os.path as osp
 from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
+
+from mmlinear.utils.deprecation import renamed_arguments
 
 #: Rows per block when a raster is written (a multiple of the tile height).
 WRITE_BLOCK_ROWS = 1024
@@ -30,7 +32,7 @@ def _rasterio() -> Any:
 class RasterImage:
     """A raster file as an (H, W, C) array that reads only the rows it is sliced for.
 
-    ``image[start:stop]`` reads a window of those rows of every band (a tiled or striped
+    ``image[start:stop]`` reads a window of those rows of every channel (a tiled or striped
     GeoTIFF / BigTIFF only decodes the blocks it touches), so an image larger than memory is
     never read whole; it is what :func:`~mmlinear.apis.segment_large_image` takes as an array.
 
@@ -39,7 +41,7 @@ class RasterImage:
 
     Raises:
         FileNotFoundError: No such file.
-        ValueError: A file GDAL cannot open, or bands of different dtypes.
+        ValueError: A file GDAL cannot open, or channels of different dtypes.
     """
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
@@ -53,8 +55,8 @@ class RasterImage:
             raise ValueError(f'cannot read {self.path!r} as a raster: {error}') from error
         dtypes = set(self._dataset.dtypes)
         if len(dtypes) != 1:
-            raise ValueError(f'{self.path!r} has bands of different dtypes {sorted(dtypes)}; '
-                             f'one dtype for all bands is supported')
+            raise ValueError(f'{self.path!r} has channels of different dtypes '
+                             f'{sorted(dtypes)}; one dtype for all channels is supported')
         self.dtype = np.dtype(dtypes.pop())
         self.shape = (self._dataset.height, self._dataset.width, self._dataset.count)
 
@@ -66,7 +68,7 @@ class RasterImage:
         return Georeference(self._dataset.crs, self._dataset.transform)
 
     def __getitem__(self, rows: slice) -> np.ndarray:
-        """Rows ``rows`` (a slice with step 1) of every band.
+        """Rows ``rows`` (a slice with step 1) of every channel.
 
         Returns:
             np.ndarray: (rows, W, C) of the raster's dtype.
@@ -98,8 +100,9 @@ class RasterImage:
         self.close()
 
 
+@renamed_arguments(bands='data')
 def write_geotiff(path: str,
-                  bands: Any,
+                  data: Any,
                   georeference: Optional[Georeference] = None,
                   nodata: Optional[float] = None) -> None:
     """Write (C, H, W) or (H, W) data as a tiled, deflate-compressed GeoTIFF (BigTIFF where
@@ -107,14 +110,14 @@ def write_geotiff(path: str,
 
     Args:
         path (str): The file to write (replaced if it exists).
-        bands (array-like): (C, H, W) or (H, W) values, a numpy array or a CPU tensor (a
-            memory-mapped one is read a block at a time).
+        data (array-like): (C, H, W) or (H, W) values, a numpy array or a CPU tensor (a
+            memory-mapped one is read a block at a time; deprecated spelling ``bands``).
         georeference (Georeference, optional): The CRS and transform to keep. Defaults to
             None (a raster without one).
         nodata (float, optional): The value that marks no data.
     """
     rasterio = _rasterio()
-    data = bands.numpy() if hasattr(bands, 'numpy') else np.asarray(bands)
+    data = data.numpy() if hasattr(data, 'numpy') else np.asarray(data)
     if data.ndim == 2:
         data = data[None]
     count, height, width = data.shape

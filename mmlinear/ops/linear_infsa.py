@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
+from mmlinear.utils.deprecation import renamed_arguments
 from mmlinear.utils.ext_loader import kernel_dtype, kernel_op, require_kernel_ext, runs_kernel
 from .infsa_common import check_infsa_inputs, rho_per_head, scale_float32, scaled_float32
 
@@ -73,10 +74,11 @@ def _check_heads(name: str, t: Tensor) -> None:
 def _check_mask(mask: Optional[Tensor], like: Tensor) -> None:
     expected = (like.shape[0], like.shape[2])
     if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) != expected):
-        raise ValueError(f'padding_mask must be a bool tensor of shape (B, n) = {expected}, got '
-                         f'{mask.dtype} {tuple(mask.shape)}')
+        raise ValueError(
+            f'key_padding_mask must be a bool tensor of shape (B, n) = {expected}, got '
+            f'{mask.dtype} {tuple(mask.shape)}')
     if mask is not None and mask.device != like.device:
-        raise ValueError(f'padding_mask is on {mask.device}, the tokens on {like.device}')
+        raise ValueError(f'key_padding_mask is on {mask.device}, the tokens on {like.device}')
 
 
 def _rows(t: Tensor, dtype: torch.dtype) -> Tensor:
@@ -90,36 +92,40 @@ def _mask(mask: Optional[Tensor]) -> Optional[Tensor]:
     return None if mask is None else mask.contiguous()
 
 
+@renamed_arguments(padding_mask='key_padding_mask')
 def linear_infsa_query_sums_reference(q: Tensor,
-                                      padding_mask: Optional[Tensor] = None
+                                      key_padding_mask: Optional[Tensor] = None
                                       ) -> Tuple[Tensor, Tensor]:
     """Pure-PyTorch query sums; the specification the kernel is tested against. Same
     arguments and result as :func:`linear_infsa_query_sums`."""
     with torch.autocast(device_type=q.device.type, enabled=False):
         qs = scale_float32(q)
         energy = qs.norm(dim=-1)  # (B, H, n)
-        if padding_mask is not None:
-            energy = energy.masked_fill(padding_mask[:, None, :], 0)
+        if key_padding_mask is not None:
+            energy = energy.masked_fill(key_padding_mask[:, None, :], 0)
         return torch.einsum('bhn,bhnd->bhd', energy, qs), energy.sum(-1)
 
 
-def linear_infsa_key_pool_reference(central_query: Tensor,
-                                    k: Tensor,
-                                    x: Tensor,
-                                    padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+@renamed_arguments(padding_mask='key_padding_mask')
+def linear_infsa_key_pool_reference(
+        central_query: Tensor,
+        k: Tensor,
+        x: Tensor,
+        key_padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Pure-PyTorch key pooling; the specification the kernel is tested against. Same
     arguments and result as :func:`linear_infsa_key_pool`."""
     with torch.autocast(device_type=k.device.type, enabled=False):
         ks = scale_float32(k)
         scores = torch.relu(torch.einsum('bhnd,bhd->bhn', ks, central_query.to(ks.dtype)))
-        if padding_mask is not None:
-            scores = scores.masked_fill(padding_mask[:, None, :], 0)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, :], 0)
         return torch.bmm(scores, x.to(scores.dtype)), scores.sum(-1)
 
 
 @kernel_op('linear_infsa_query_sums',
-           '(Tensor q, Tensor? padding_mask) -> (Tensor weighted_queries, Tensor energy_sum)')
-def linear_infsa_query_sums_op(q: Tensor, padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+           '(Tensor q, Tensor? key_padding_mask) -> (Tensor weighted_queries, Tensor energy_sum)')
+def linear_infsa_query_sums_op(q: Tensor,
+                               key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     """``torch.ops.mmlinear.linear_infsa_query_sums``: the query-pass kernel of
     ``mmlinear._ext``, one read of q.
 
@@ -127,23 +133,25 @@ def linear_infsa_query_sums_op(q: Tensor, padding_mask: Optional[Tensor]) -> Tup
         tuple[Tensor, Tensor]: (B, H, d) and (B, H) in the accumulation dtype.
     """
     ext = require_kernel_ext('linear_infsa_query_sums', q.device)
-    return tuple(ext.linear_infsa_query_sums_forward(q, padding_mask))
-
-
-@kernel_op('linear_infsa_query_sums_backward',
-           '(Tensor grad_queries, Tensor grad_energy, Tensor q, Tensor? padding_mask) -> Tensor')
-def linear_infsa_query_sums_backward_op(grad_queries: Tensor, grad_energy: Tensor, q: Tensor,
-                                        padding_mask: Optional[Tensor]) -> Tensor:
-    """``torch.ops.mmlinear.linear_infsa_query_sums_backward``: grad_q, shaped and typed as q."""
-    ext = require_kernel_ext('linear_infsa_query_sums_backward', q.device)
-    return ext.linear_infsa_query_sums_backward(grad_queries, grad_energy, q, padding_mask)
+    return tuple(ext.linear_infsa_query_sums_forward(q, key_padding_mask))
 
 
 @kernel_op(
-    'linear_infsa_key_pool', '(Tensor central_query, Tensor k, Tensor x, Tensor? padding_mask) -> '
+    'linear_infsa_query_sums_backward',
+    '(Tensor grad_queries, Tensor grad_energy, Tensor q, Tensor? key_padding_mask) -> Tensor')
+def linear_infsa_query_sums_backward_op(grad_queries: Tensor, grad_energy: Tensor, q: Tensor,
+                                        key_padding_mask: Optional[Tensor]) -> Tensor:
+    """``torch.ops.mmlinear.linear_infsa_query_sums_backward``: grad_q, shaped and typed as q."""
+    ext = require_kernel_ext('linear_infsa_query_sums_backward', q.device)
+    return ext.linear_infsa_query_sums_backward(grad_queries, grad_energy, q, key_padding_mask)
+
+
+@kernel_op(
+    'linear_infsa_key_pool',
+    '(Tensor central_query, Tensor k, Tensor x, Tensor? key_padding_mask) -> '
     '(Tensor weighted_inputs, Tensor score_sum)')
 def linear_infsa_key_pool_op(central_query: Tensor, k: Tensor, x: Tensor,
-                             padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                             key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     """``torch.ops.mmlinear.linear_infsa_key_pool``: the key-pass kernel of ``mmlinear._ext``,
     one read of k and x, no (B, H, n) scores.
 
@@ -151,16 +159,16 @@ def linear_infsa_key_pool_op(central_query: Tensor, k: Tensor, x: Tensor,
         tuple[Tensor, Tensor]: (B, H, C) and (B, H) in the accumulation dtype.
     """
     ext = require_kernel_ext('linear_infsa_key_pool', k.device)
-    return tuple(ext.linear_infsa_key_pool_forward(central_query, k, x, padding_mask))
+    return tuple(ext.linear_infsa_key_pool_forward(central_query, k, x, key_padding_mask))
 
 
 @kernel_op(
     'linear_infsa_key_pool_backward',
     '(Tensor grad_inputs, Tensor grad_scores, Tensor central_query, Tensor k, Tensor x, '
-    'Tensor? padding_mask) -> (Tensor grad_central_query, Tensor grad_k, Tensor grad_x)')
+    'Tensor? key_padding_mask) -> (Tensor grad_central_query, Tensor grad_k, Tensor grad_x)')
 def linear_infsa_key_pool_backward_op(
         grad_inputs: Tensor, grad_scores: Tensor, central_query: Tensor, k: Tensor, x: Tensor,
-        padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
     """``torch.ops.mmlinear.linear_infsa_key_pool_backward``: the scores recomputed.
 
     Returns:
@@ -170,7 +178,7 @@ def linear_infsa_key_pool_backward_op(
     ext = require_kernel_ext('linear_infsa_key_pool_backward', k.device)
     return tuple(
         ext.linear_infsa_key_pool_backward(grad_inputs, grad_scores, central_query, k, x,
-                                           padding_mask))
+                                           key_padding_mask))
 
 
 def _acc_dtype(t: Tensor) -> torch.dtype:
@@ -178,25 +186,25 @@ def _acc_dtype(t: Tensor) -> torch.dtype:
 
 
 @linear_infsa_query_sums_op.register_fake
-def _query_sums_fake(q, padding_mask):
+def _query_sums_fake(q, key_padding_mask):
     B, H, _, d = q.shape
     return q.new_empty((B, H, d), dtype=_acc_dtype(q)), q.new_empty((B, H), dtype=_acc_dtype(q))
 
 
 @linear_infsa_query_sums_backward_op.register_fake
-def _query_sums_backward_fake(grad_queries, grad_energy, q, padding_mask):
+def _query_sums_backward_fake(grad_queries, grad_energy, q, key_padding_mask):
     return torch.empty_like(q)
 
 
 @linear_infsa_key_pool_op.register_fake
-def _key_pool_fake(central_query, k, x, padding_mask):
+def _key_pool_fake(central_query, k, x, key_padding_mask):
     B, H = k.shape[:2]
     return (k.new_empty((B, H, x.shape[-1]),
                         dtype=_acc_dtype(k)), k.new_empty((B, H), dtype=_acc_dtype(k)))
 
 
 @linear_infsa_key_pool_backward_op.register_fake
-def _key_pool_backward_fake(grad_inputs, grad_scores, central_query, k, x, padding_mask):
+def _key_pool_backward_fake(grad_inputs, grad_scores, central_query, k, x, key_padding_mask):
     return torch.empty_like(central_query), torch.empty_like(k), torch.empty_like(x)
 
 
@@ -205,33 +213,33 @@ def _grad_or_zeros(grad: Optional[Tensor], like: Tensor) -> Tensor:
 
 
 def _query_sums_setup_context(ctx, inputs, output):
-    q, padding_mask = inputs
-    ctx.save_for_backward(q, padding_mask)
+    q, key_padding_mask = inputs
+    ctx.save_for_backward(q, key_padding_mask)
 
 
 def _query_sums_backward(ctx, grad_queries, grad_energy):
-    q, padding_mask = ctx.saved_tensors
+    q, key_padding_mask = ctx.saved_tensors
     B, H, _, d = q.shape
     acc = _acc_dtype(q)
     grad_q = torch.ops.mmlinear.linear_infsa_query_sums_backward(
         _grad_or_zeros(grad_queries, q.new_empty((B, H, d), dtype=acc)),
-        _grad_or_zeros(grad_energy, q.new_empty((B, H), dtype=acc)), q, padding_mask)
+        _grad_or_zeros(grad_energy, q.new_empty((B, H), dtype=acc)), q, key_padding_mask)
     return grad_q, None
 
 
 def _key_pool_setup_context(ctx, inputs, output):
-    central_query, k, x, padding_mask = inputs
-    ctx.save_for_backward(central_query, k, x, padding_mask)
+    central_query, k, x, key_padding_mask = inputs
+    ctx.save_for_backward(central_query, k, x, key_padding_mask)
 
 
 def _key_pool_backward(ctx, grad_inputs, grad_scores):
-    central_query, k, x, padding_mask = ctx.saved_tensors
+    central_query, k, x, key_padding_mask = ctx.saved_tensors
     B, H = k.shape[:2]
     acc = _acc_dtype(k)
     return (*torch.ops.mmlinear.linear_infsa_key_pool_backward(
         _grad_or_zeros(grad_inputs, k.new_empty((B, H, x.shape[-1]), dtype=acc)),
         _grad_or_zeros(grad_scores, k.new_empty(
-            (B, H), dtype=acc)), central_query, k, x, padding_mask), None)
+            (B, H), dtype=acc)), central_query, k, x, key_padding_mask), None)
 
 
 linear_infsa_query_sums_op.register_autograd(
@@ -277,8 +285,9 @@ def _key_pool_backward_flop(grad_inputs_shape,
     return 2 * _key_pool_flop(central_shape, k_shape, x_shape)
 
 
+@renamed_arguments(padding_mask='key_padding_mask')
 def linear_infsa_query_sums(q: Tensor,
-                            padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                            key_padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Linear-InfSA's first pass: the energy-weighted query sum and the energy sum.
 
     Runs ``torch.ops.mmlinear.linear_infsa_query_sums`` where ``mmlinear._ext`` has a kernel
@@ -288,24 +297,26 @@ def linear_infsa_query_sums(q: Tensor,
 
     Args:
         q (Tensor): (B, H, n, d) queries, before the 1/sqrt(d) scaling.
-        padding_mask (Tensor, optional): (B, n) bool, True on padded tokens.
+        key_padding_mask (Tensor, optional): (B, n) bool, True on padded tokens
+            (deprecated spelling ``padding_mask``).
 
     Returns:
         tuple[Tensor, Tensor]: ``sum_i e_i s_i`` (B, H, d) and ``sum_i e_i`` (B, H), with
         ``s_i = q_i / sqrt(d)`` and ``e_i = ||s_i||``, in float32 (float64 for float64).
     """
     _check_heads('q', q)
-    _check_mask(padding_mask, q)
+    _check_mask(key_padding_mask, q)
     if not runs_kernel(q.device.type):
-        return linear_infsa_query_sums_reference(q, padding_mask)
+        return linear_infsa_query_sums_reference(q, key_padding_mask)
     return torch.ops.mmlinear.linear_infsa_query_sums(
-        _rows(q, kernel_dtype(q)), _mask(padding_mask))
+        _rows(q, kernel_dtype(q)), _mask(key_padding_mask))
 
 
+@renamed_arguments(padding_mask='key_padding_mask')
 def linear_infsa_key_pool(central_query: Tensor,
                           k: Tensor,
                           x: Tensor,
-                          padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                          key_padding_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Linear-InfSA's second pass: the score-weighted sum of the attention inputs.
 
     Runs ``torch.ops.mmlinear.linear_infsa_key_pool`` where ``mmlinear._ext`` has a kernel for
@@ -317,14 +328,15 @@ def linear_infsa_key_pool(central_query: Tensor,
             two query sums, with eps).
         k (Tensor): (B, H, n, d) keys, before the 1/sqrt(d) scaling.
         x (Tensor): (B, n, C) the attention inputs of the same tokens.
-        padding_mask (Tensor, optional): (B, n) bool, True on padded tokens.
+        key_padding_mask (Tensor, optional): (B, n) bool, True on padded tokens
+            (deprecated spelling ``padding_mask``).
 
     Returns:
         tuple[Tensor, Tensor]: ``sum_j s_j x_j`` (B, H, C) and ``sum_j s_j`` (B, H), with
         ``s_j = relu(q_bar . k_j / sqrt(d))``, in float32 (float64 for float64).
     """
     _check_heads('k', k)
-    _check_mask(padding_mask, k)
+    _check_mask(key_padding_mask, k)
     B, H, n, d = k.shape
     if central_query.shape != (B, H, d) or x.dim() != 3 or x.shape[:2] != (B, n):
         raise ValueError(f'expected central_query (B, H, d) = {(B, H, d)} and x (B, n, C) with '
@@ -334,8 +346,8 @@ def linear_infsa_key_pool(central_query: Tensor,
     if len(devices) > 1:
         raise ValueError(f'central_query, k and x must be on one device, got {devices}')
     if not runs_kernel(k.device.type):
-        return linear_infsa_key_pool_reference(central_query, k, x, padding_mask)
+        return linear_infsa_key_pool_reference(central_query, k, x, key_padding_mask)
     dtype = kernel_dtype(k, x)
     return torch.ops.mmlinear.linear_infsa_key_pool(
         central_query.to(torch.promote_types(dtype, torch.float32)).contiguous(), _rows(k, dtype),
-        _rows(x, dtype), _mask(padding_mask))
+        _rows(x, dtype), _mask(key_padding_mask))

@@ -37,7 +37,7 @@ def test_equals_mmdet_whole_inference(name):
     expected = mmdet_whole(model, image)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        result = detect_large_image(model, image, chunk_rows=3, head_rows=5)
+        result = detect_large_image(model, image, band_rows=3, head_rows=5)
     assert result.metainfo['ori_shape'] == (96, 128)
     assert_same_detections(result.pred_instances, expected, 128)
 
@@ -47,13 +47,16 @@ def test_score_threshold_and_disk_buffers_keep_the_detections():
     image = scene(64, 96, seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        memory = detect_large_image(model, image, chunk_rows=2).pred_instances
-        disk = detect_large_image(model, image, chunk_rows=2, buffer='disk').pred_instances
+        memory = detect_large_image(model, image, band_rows=2).pred_instances
+        disk = detect_large_image(model, image, band_rows=2, buffer='disk').pred_instances
         threshold = float(memory.scores[len(memory) // 2])
         # The same bands as the run the threshold is read from: a score equal to it must come
         # out bit for bit the same (other bands round the sums in another order).
-        kept = detect_large_image(model, image, chunk_rows=2, score_thr=threshold).pred_instances
+        kept = detect_large_image(model, image, band_rows=2, score_thr=threshold).pred_instances
     assert torch.equal(disk.bboxes, memory.bboxes) and disk.masks == memory.masks
+    with pytest.warns(FutureWarning, match="'chunk_rows' is deprecated .* use 'band_rows'"):
+        old = detect_large_image(model, image, chunk_rows=2).pred_instances
+    assert torch.equal(old.bboxes, memory.bboxes) and torch.equal(old.scores, memory.scores)
     assert len(kept) == int((memory.scores >= threshold).sum()) < len(memory)
     assert (kept.scores >= threshold).all()
 
@@ -77,7 +80,7 @@ def test_bad_inputs_name_the_problem():
     model = demo_mask_rcnn('infvit')
     with pytest.raises(ValueError, match=r'at least one patch \(8x8\) large, got 4x64'):
         detect_large_image(model, np.zeros((4, 64, 3), np.uint8))
-    with pytest.raises(ValueError, match=r'takes images of 3 bands \(channels\), the image has 4'):
+    with pytest.raises(ValueError, match=r'takes images of 3 channels, the image has 4'):
         detect_large_image(model, np.zeros((64, 64, 4), np.uint16))
     with pytest.raises(ValueError, match=r'score_thr must be a number in \[0, 1\], got 2'):
         detect_large_image(model, scene(64, 64), score_thr=2)

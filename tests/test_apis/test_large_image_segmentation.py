@@ -56,7 +56,7 @@ def test_equals_mmseg_whole_inference(name):
     model = demo_upernet(name)
     image = scene(200, 136)
     class_map, logits = segment_large_image(
-        model, image, return_logits=True, chunk_rows=4, head_rows=8)
+        model, image, return_logits=True, band_rows=4, head_rows=8)
     assert class_map.shape == (200, 136) and class_map.dtype == torch.uint8
     assert logits.shape == (4, 200, 136) and logits.dtype == torch.float32
     assert_same_segmentation(class_map, logits, *mmseg_whole(model, image))
@@ -75,11 +75,16 @@ def test_equals_mmseg_whole_inference_at_2048(name):
 def test_band_heights_do_not_change_the_result():
     model = demo_upernet('infvit')
     image = scene(96, 80)
-    reference = segment_large_image(model, image, chunk_rows=1000, head_rows=1000)
-    for chunk_rows, head_rows in ((1, 1), (3, 5)):
+    reference = segment_large_image(model, image, band_rows=1000, head_rows=1000)
+    for band_rows, head_rows in ((1, 1), (3, 5)):
         assert torch.equal(
-            segment_large_image(model, image, chunk_rows=chunk_rows, head_rows=head_rows),
-            reference)
+            segment_large_image(model, image, band_rows=band_rows, head_rows=head_rows), reference)
+    with pytest.warns(FutureWarning, match="'chunk_rows' is deprecated .* use 'band_rows'"):
+        assert torch.equal(segment_large_image(model, image, chunk_rows=3, head_rows=5), reference)
+    with pytest.warns(FutureWarning, match="'chunk_rows' is deprecated .* use 'band_rows'"):
+        assert plan_large_image(
+            model, image, chunk_rows=3) == plan_large_image(
+                model, image, band_rows=3)
 
 
 def test_files_memmaps_and_disk_buffers(tmp_path):
@@ -117,15 +122,21 @@ def test_the_streamed_test_mode_equals_mode_whole():
         'weightformer',
         model=dict(
             type='mmlinear.StreamedEncoderDecoder',
-            test_cfg=dict(mode='streamed', chunk_rows=2, head_rows=6)))
+            test_cfg=dict(mode='streamed', band_rows=2, head_rows=6)))
     image = scene(104, 120, seed=5)
     streamed_logits, streamed_map = mmseg_whole(model, image)
     model.test_cfg.mode = 'whole'
     assert_same_segmentation(streamed_map, streamed_logits, *mmseg_whole(model, image))
+    model.test_cfg = dict(mode='streamed', chunk_rows=2, head_rows=6)
+    with pytest.warns(
+            FutureWarning,
+            match=r"test_cfg \(mode 'streamed'\): 'chunk_rows' is deprecated .* 'band_rows'"):
+        old = inference_model(model, image)
+    assert torch.equal(old.seg_logits.data, streamed_logits)
     model.test_cfg = dict(mode='streamed', band=3)
     with pytest.raises(
             ValueError,
-            match=r"unknown keys \['band'\] in test_cfg \(mode 'streamed'\); allowed: chunk_rows"):
+            match=r"unknown keys \['band'\] in test_cfg \(mode 'streamed'\); allowed: band_rows"):
         mmseg_whole(model, image)
     model.test_cfg = dict(mode='tiles')
     with pytest.raises(
@@ -160,15 +171,15 @@ def test_a_plan_made_beforehand_runs_as_the_options_would():
     forward_streamed = model.backbone.forward_streamed
 
     def record_heights(*args, **kwargs):
-        heights.append(kwargs['chunk_rows'])
+        heights.append(kwargs['band_rows'])
         return forward_streamed(*args, **kwargs)
 
     model.backbone.forward_streamed = record_heights
     planned = segment_large_image(model, image, plan=plan, return_logits=True)
-    assert heights == [plan.chunk_rows]
+    assert heights == [plan.band_rows]
     for result, reference in zip(planned, expected):
         assert torch.equal(result, reference)
-    one_row = plan._replace(chunk_rows=1, head_rows=1)
+    one_row = plan._replace(band_rows=1, head_rows=1)
     assert torch.equal(segment_large_image(model, image, plan=one_row), expected[0])
     assert heights[-1] == 1
 
@@ -192,7 +203,7 @@ def test_bad_inputs_name_the_problem(tmp_path):
     truncated.write_bytes(truncated.read_bytes()[:60])
     with pytest.raises(ValueError, match='truncated or not an image'):
         segment_large_image(model, str(truncated))
-    with pytest.raises(ValueError, match=r'takes images of 3 bands \(channels\), the image has 4'):
+    with pytest.raises(ValueError, match=r'takes images of 3 channels, the image has 4'):
         segment_large_image(model, np.zeros((64, 64, 4), np.uint16))
     with pytest.raises(ValueError, match=r'at least one patch \(8x8\) large, got 4x64'):
         segment_large_image(model, np.zeros((4, 64, 3), np.uint8))
@@ -204,9 +215,9 @@ def test_bad_inputs_name_the_problem(tmp_path):
         segment_large_image(model, scene(64, 64), buffer='swap')
 
 
-def test_four_band_16_bit_images_equal_mmseg_whole_inference():
-    """N bands: a 4-band model (the patch embedding's in_channels) normalised per band by the
-    data preprocessor, on 16-bit data."""
+def test_four_channel_16_bit_images_equal_mmseg_whole_inference():
+    """N channels: a 4-channel model (the patch embedding's in_channels) normalised per channel by
+    the data preprocessor, on 16-bit data."""
     model = demo_upernet(
         'infvit',
         model=dict(

@@ -79,7 +79,7 @@ def test_segment_large_image_reads_an_ome_tiff_path_by_rows(tmp_path):
     model = random_demo_model(CONFIG)
     data = channels(3, 96, 80, np.uint8)
     path = write_ome(tmp_path / 'rgb.ome.tif', data, tile=(32, 32))
-    from_file = segment_large_image(model, path, chunk_rows=3)
+    from_file = segment_large_image(model, path, band_rows=3)
     from_array = segment_large_image(model, np.ascontiguousarray(data.transpose(1, 2, 0)))
     torch.testing.assert_close(from_file, from_array, rtol=0, atol=0)
 

@@ -105,7 +105,7 @@ def test_outputs_are_written(tmp_path):
     assert written['settings'] == settings and len(written['results']) == 6
     assert (tmp_path / 'results.csv').read_text().splitlines()[0] == (
         'model,resolution,tokens,batch,dtype,mode,device,status,median_ms,throughput_img_s,'
-        'peak_mem_mb,predicted_mem_mb,chunk_rows,energy_j_per_img,energy_source,warmup,repeats,'
+        'peak_mem_mb,predicted_mem_mb,band_rows,energy_j_per_img,energy_source,warmup,repeats,'
         'note')
     assert (tmp_path / 'results.md').read_text() == markdown_tables(rows, fits)
     assert (tmp_path / 'scaling.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
@@ -121,7 +121,7 @@ def test_streamed_rows_are_set_beside_the_whole_image_ones():
             median_ms=2200.,
             peak_mem_mb=2000.,
             predicted_mem_mb=2200.,
-            chunk_rows=18),
+            band_rows=18),
     ]
     lines = streamed_table(rows)
     assert lines[-1] == (

@@ -67,7 +67,7 @@ def streamed_case(**options):
             warmup=0,
             repeats=1,
             threads=torch.get_num_threads(),
-            chunk_rows=2), **options)
+            band_rows=2), **options)
 
 
 @pytest.mark.parametrize('stream_input', ['tensor', 'file'])
@@ -80,7 +80,7 @@ def test_run_case_streams_and_predicts_its_peak(stream_input):
     tensor_mb = 3 * 96 * 64 * 4 / 2**20
     expected_floor = tensor_mb if stream_input == 'tensor' else 0.
     assert result['predicted_mem_mb'] > expected_floor
-    assert result['chunk_rows'] == 2  # the band height it ran with
+    assert result['band_rows'] == 2  # the band height it ran with
 
 
 @pytest.mark.parametrize('case', ['streamed-backbone', 'streamed-segmentor'])
@@ -90,7 +90,7 @@ def test_a_fresh_worker_measures_the_peak_of_its_case(case):
     if case == 'streamed-backbone':
         options = streamed_case(stream_input='file')
     else:
-        options = segmentor_case(mode='streamed', chunk_rows=2, stream_input='tensor')
+        options = segmentor_case(mode='streamed', band_rows=2, stream_input='tensor')
     result = launch_case(options, timeout=3600)
     assert result['status'] == 'ok' and result['peak_mem_mb'] > 0
 
@@ -122,7 +122,7 @@ def segmentor_case(**options):
 def test_a_segmentor_config_measures_the_whole_model(mode, stream_input):
     """A segmentor's config runs mmseg's whole-image inference ('forward') or
     segment_large_image ('streamed', with its predicted peak) on one generated image."""
-    result = run_case(segmentor_case(mode=mode, chunk_rows=2, stream_input=stream_input))
+    result = run_case(segmentor_case(mode=mode, band_rows=2, stream_input=stream_input))
     assert result['status'] == 'ok' and measured_a_peak(result) and result['params'] > 0
     assert (result['predicted_mem_mb'] > 0) if mode == 'streamed' else \
         result['predicted_mem_mb'] is None

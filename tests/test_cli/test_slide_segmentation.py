@@ -8,7 +8,7 @@ from conftest import REPO_ROOT
 from random_demo_models import random_demo_model
 
 from mmlinear.apis import segment_large_image
-from mmlinear.apis.band_view import BandView
+from mmlinear.apis.channel_view import ChannelView
 from mmlinear.cli.slide_segmentation import segment_slide
 
 CONFIG = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')
@@ -21,14 +21,14 @@ def model():
 
 
 def uint16_scene(size=128, seed=0):
-    """(size, size, 4) uint16 blocks of 16 px, as a 4-band 16-bit raster holds them."""
+    """(size, size, 4) uint16 blocks of 16 px, as a 4-channel 16-bit raster holds them."""
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 65536, (size // 16, size // 16, 4), dtype=np.uint16)
     return np.repeat(np.repeat(blocks, 16, 0), 16, 1)
 
 
 def test_one_crop_covering_the_image_equals_the_whole_image(model):
-    view = BandView(uint16_scene(), (2, 1, 0), 255 / 65535)
+    view = ChannelView(uint16_scene(), (2, 1, 0), 255 / 65535)
     whole_map, whole = segment_large_image(model, view, return_logits=True)
     slide_map, slide = segment_slide(model, view, (128, 128), (85, 85))
     assert slide.shape == (4, 128, 128) and slide_map.shape == (128, 128)

@@ -242,3 +242,24 @@ def test_kernel_path_is_taken(device, ext):
         'linear_infsa_query_sums', 'linear_infsa_query_sums_backward', 'linear_infsa_key_pool',
         'linear_infsa_key_pool_backward'
     }
+
+
+@pytest.mark.parametrize('op', [linear_infsa_query_sums, linear_infsa_query_sums_reference])
+def test_the_retired_mask_keyword_of_the_query_sums_warns_and_gives_the_same_sums(op):
+    q = torch.randn(2, 2, 6, 4, dtype=torch.float64)
+    mask = make_mask(2, 6, 'some', 'cpu')
+    with pytest.warns(FutureWarning, match="'padding_mask' is deprecated .* 'key_padding_mask'"):
+        old = op(q, padding_mask=mask)
+    for got, expected in zip(old, op(q, key_padding_mask=mask)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('op', [linear_infsa_key_pool, linear_infsa_key_pool_reference])
+def test_the_retired_mask_keyword_of_the_key_pool_warns_and_gives_the_same_sums(op):
+    central_query = torch.randn(2, 2, 4, dtype=torch.float64)
+    k, x = torch.randn(2, 2, 6, 4, dtype=torch.float64), torch.randn(2, 6, 5, dtype=torch.float64)
+    mask = make_mask(2, 6, 'some', 'cpu')
+    with pytest.warns(FutureWarning, match="'padding_mask' is deprecated .* 'key_padding_mask'"):
+        old = op(central_query, k, x, padding_mask=mask)
+    for got, expected in zip(old, op(central_query, k, x, key_padding_mask=mask)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)

@@ -18,11 +18,11 @@ from mmlinear.utils import ext_loader
 
 SCHEMAS = {
     'linear_infsa_query_sums':
-    'mmlinear::linear_infsa_query_sums(Tensor q, Tensor? padding_mask) -> '
+    'mmlinear::linear_infsa_query_sums(Tensor q, Tensor? key_padding_mask) -> '
     '(Tensor weighted_queries, Tensor energy_sum)',
     'linear_infsa_key_pool':
     'mmlinear::linear_infsa_key_pool(Tensor central_query, Tensor k, Tensor x, '
-    'Tensor? padding_mask) -> (Tensor weighted_inputs, Tensor score_sum)',
+    'Tensor? key_padding_mask) -> (Tensor weighted_inputs, Tensor score_sum)',
     'pure_infsa':
     'mmlinear::pure_infsa(Tensor q, Tensor k, Tensor v, Tensor rho, '
     'Tensor? key_padding_mask, float eps) -> (Tensor out, Tensor fro_norm)',
@@ -54,11 +54,11 @@ def sums_inputs(dtype=torch.float64, B=2, H=3, n=7, d=4, C=5, mask=True, seed=0)
         for _ in range(2))
     x = torch.randn(B, n, C, generator=g, dtype=dtype).requires_grad_()
     central = torch.randn(B, H, d, generator=g, dtype=dtype).requires_grad_()
-    padding_mask = None
+    key_padding_mask = None
     if mask:
-        padding_mask = torch.zeros(B, n, dtype=torch.bool)
-        padding_mask[0, n // 2:] = True
-    return q, k, x, central, padding_mask
+        key_padding_mask = torch.zeros(B, n, dtype=torch.bool)
+        key_padding_mask[0, n // 2:] = True
+    return q, k, x, central, key_padding_mask
 
 
 def dwconv_inputs(dtype=torch.float64, B=2, C=3, H=6, W=5, ks=3, seed=0):
@@ -86,10 +86,10 @@ def test_opcheck_infsa(ext, mask):
 def test_opcheck_linear_infsa_sums(ext, mask):
     """The same checks for both Linear-InfSA sums, on non-contiguous (transposed) heads."""
     for dtype in (torch.float64, torch.float32):
-        q, k, x, central, padding_mask = sums_inputs(dtype, mask=mask)
-        torch.library.opcheck(torch.ops.mmlinear.linear_infsa_query_sums, (q, padding_mask))
+        q, k, x, central, key_padding_mask = sums_inputs(dtype, mask=mask)
+        torch.library.opcheck(torch.ops.mmlinear.linear_infsa_query_sums, (q, key_padding_mask))
         torch.library.opcheck(torch.ops.mmlinear.linear_infsa_key_pool,
-                              (central, k, x, padding_mask))
+                              (central, k, x, key_padding_mask))
 
 
 @pytest.mark.parametrize('bias', [False, True])

@@ -109,3 +109,11 @@ def test_cli_rejects_unknown_models():
     result = run_tool_main(load_tool('benchmark'), '--models', 'no-such-model')
     assert result.returncode != 0 and 'unknown model' in result.stderr and 'infvit-4l-linear' \
         in result.stderr
+
+
+def test_the_retired_band_height_flag_warns_and_sets_the_same_option():
+    tool = load_tool('benchmark')
+    new = tool.parse_args(['--models', 'infvit-test-linear', '--band-rows', '3'])
+    with pytest.warns(FutureWarning, match="'--chunk-rows' is deprecated .* use '--band-rows'"):
+        old = tool.parse_args(['--models', 'infvit-test-linear', '--chunk-rows', '3'])
+    assert vars(old) == vars(new) and new.band_rows == 3

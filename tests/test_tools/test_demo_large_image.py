@@ -17,7 +17,7 @@ from mmseg.apis import init_model
 from PIL import Image
 
 from mmlinear.apis import segment_large_image
-from mmlinear.apis.band_view import BandView
+from mmlinear.apis.channel_view import ChannelView
 from mmlinear.apis.class_map_iou import class_map_iou
 from mmlinear.apis.rasters import RasterImage
 
@@ -72,7 +72,7 @@ def test_the_demo_writes_georeferenced_class_maps_their_miou_and_the_picture(
     ]
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['shape'] == [256, 256, 4] and summary['dtype'] == 'uint16'
-    assert summary['georeferenced'] and summary['model_bands'] == [2, 1, 0]
+    assert summary['georeferenced'] and summary['model_channels'] == [2, 1, 0]
     with rasterio.open(scene) as source:
         crs, transform = source.crs, source.transform
     with RasterImage(labels) as label_map:
@@ -88,10 +88,10 @@ def test_the_demo_writes_georeferenced_class_maps_their_miou_and_the_picture(
             np.testing.assert_allclose(run['IoU'], expected['IoU'])
             assert run['seconds'] > 0 and run['peak_memory_gb'] >= 0
             assert f'| {name} | ' in result.stdout
-    # The whole run is segment_large_image on the scene's B, G, R bands scaled to 8 bits.
+    # The whole run is segment_large_image on the scene's B, G, R channels scaled to 8 bits.
     _, model = random_upernet()
     with RasterImage(scene) as image:
-        whole = segment_large_image(model, BandView(image, (2, 1, 0), 255 / 65535))
+        whole = segment_large_image(model, ChannelView(image, (2, 1, 0), 255 / 65535))
     with rasterio.open(out / 'class_map_whole.tif') as written:
         np.testing.assert_array_equal(written.read(1), whole.numpy())
     with Image.open(out / 'comparison.png') as picture:
@@ -105,7 +105,7 @@ def test_a_scene_that_does_not_fit_the_demo_is_refused(demo, make_scene, checkpo
     result = run_tool_main(demo, scene, other_labels, '--checkpoint', checkpoint, '--work-dir',
                            work_dir)
     assert result.returncode == 1
-    assert 'must be one band of the scene\'s size 256 x 256' in result.stderr
+    assert 'must be one channel of the scene\'s size 256 x 256' in result.stderr
     result = run_tool_main(demo, tmp_path / 'missing.tif', other_labels, '--checkpoint', checkpoint,
                            '--work-dir', work_dir)
     assert result.returncode == 1 and 'no raster file' in result.stderr

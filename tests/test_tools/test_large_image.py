@@ -36,26 +36,26 @@ def checkpoint(tmp_path_factory):
                                   dict(classes=cfg.classes, palette=cfg.palette))
 
 
-def write_raster(path, bands, crs='EPSG:32633', transform=TRANSFORM):
-    count, height, width = bands.shape
-    profile = dict(driver='GTiff', height=height, width=width, count=count, dtype=bands.dtype)
+def write_raster(path, channels, crs='EPSG:32633', transform=TRANSFORM):
+    count, height, width = channels.shape
+    profile = dict(driver='GTiff', height=height, width=width, count=count, dtype=channels.dtype)
     if crs is not None:
         profile.update(crs=crs, transform=transform)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # rasterio's NotGeoreferencedWarning
         with rasterio.open(path, 'w', **profile) as dataset:
-            dataset.write(bands)
+            dataset.write(channels)
     return str(path)
 
 
-def scene_bands(height=88, width=120, count=3, dtype=np.uint8, seed=0):
+def scene_channels(height=88, width=120, count=3, dtype=np.uint8, seed=0):
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, (count, -(-height // 8), -(-width // 8))).astype(dtype)
     return np.repeat(np.repeat(blocks, 8, 1), 8, 2)[:, :height, :width].copy()
 
 
 def test_a_geotiff_in_gives_a_georeferenced_class_map_out(tool, checkpoint, tmp_path):
-    source = write_raster(tmp_path / 'scene.tif', scene_bands())
+    source = write_raster(tmp_path / 'scene.tif', scene_channels())
     out = tmp_path / 'out'
     result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, '--probabilities')
     assert result.returncode == 0, result.stderr
@@ -85,7 +85,7 @@ def test_a_geotiff_in_gives_a_georeferenced_class_map_out(tool, checkpoint, tmp_
 
 
 def test_existing_outputs_are_refused_without_force(tool, checkpoint, tmp_path):
-    source = write_raster(tmp_path / 'scene.tif', scene_bands(64, 64))
+    source = write_raster(tmp_path / 'scene.tif', scene_channels(64, 64))
     out = tmp_path / 'out'
     out.mkdir()
     (out / 'class_map.tif').write_bytes(b'mine')
@@ -99,7 +99,7 @@ def test_existing_outputs_are_refused_without_force(tool, checkpoint, tmp_path):
 
 
 def test_a_missing_georeference_is_a_warning(tool, checkpoint, tmp_path):
-    source = write_raster(tmp_path / 'plain.tif', scene_bands(64, 72), crs=None)
+    source = write_raster(tmp_path / 'plain.tif', scene_channels(64, 72), crs=None)
     out = tmp_path / 'out'
     with pytest.warns(UserWarning, match='has no georeference: the outputs are written without'):
         result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out)
@@ -112,12 +112,12 @@ def test_a_missing_georeference_is_a_warning(tool, checkpoint, tmp_path):
 
 def test_bad_inputs_are_refused_before_any_work(tool, checkpoint, tmp_path):
     out = tmp_path / 'out'
-    four_bands = write_raster(tmp_path / 'four.tif', scene_bands(64, 64, 4, np.uint16))
-    result = run_tool_main(tool, four_bands, CONFIG, checkpoint, '--out', out)
+    four_channels = write_raster(tmp_path / 'four.tif', scene_channels(64, 64, 4, np.uint16))
+    result = run_tool_main(tool, four_channels, CONFIG, checkpoint, '--out', out)
     assert result.returncode == 1
-    assert 'takes images of 3 bands (channels), the image has 4' in result.stderr
+    assert 'takes images of 3 channels, the image has 4' in result.stderr
     truncated = tmp_path / 'truncated.tif'
-    source = write_raster(tmp_path / 'whole.tif', scene_bands(64, 64))
+    source = write_raster(tmp_path / 'whole.tif', scene_channels(64, 64))
     truncated.write_bytes(open(source, 'rb').read()[:200])
     result = run_tool_main(tool, truncated, CONFIG, checkpoint, '--out', out)
     assert result.returncode == 1 and 'truncated.tif' in result.stderr

@@ -61,7 +61,7 @@ def test_second_run_is_a_no_op_and_foreign_folders_are_kept(tiny_data, tmp_path)
     assert (foreign / 'keep.txt').read_text() == 'user data'
 
 
-def test_the_large_scene_is_a_georeferenced_four_band_16_bit_geotiff(tmp_path):
+def test_the_large_scene_is_a_georeferenced_four_channel_16_bit_geotiff(tmp_path):
     """An odd size (300: the last row and column of 128-pixel scenes are cut)."""
     import numpy as np
     import rasterio
@@ -74,12 +74,12 @@ def test_the_large_scene_is_a_georeferenced_four_band_16_bit_geotiff(tmp_path):
         assert (image.count, image.dtypes[0], image.shape) == (4, 'uint16', (300, 300))
         assert image.crs.to_epsg() == 32633 and image.transform.a == 0.5
         assert image.profile['tiled'] and labels.transform == image.transform
-        bands, label_map = image.read(), labels.read(1)
+        channels, label_map = image.read(), labels.read(1)
     assert set(np.unique(label_map)) == {0, 1, 2, 3}
-    assert (bands % 257 == 0).all()  # 8-bit scenes scaled to 16 bits
-    np.testing.assert_array_equal(bands[3], bands[:3].max(0))
+    assert (channels % 257 == 0).all()  # 8-bit scenes scaled to 16 bits
+    np.testing.assert_array_equal(channels[3], channels[:3].max(0))
     # The shapes are brighter than every background.
-    assert bands[:3, label_map > 0].max(0).min() >= 120 * 257
+    assert channels[:3, label_map > 0].max(0).min() >= 120 * 257
     # Written under temporary names, renamed when complete: only the two finished files.
     assert sorted(p.name for p in tmp_path.iterdir()) == ['labels_300.tif', 'scene_300.tif']
     result = subprocess.run([sys.executable, SCRIPT, '--out',

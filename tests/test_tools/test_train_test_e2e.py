@@ -357,7 +357,7 @@ def test_the_demo_detector_is_tested_streamed_through_cfg_options(tiny_data, dem
         'default_hooks.visualization.score_thr=0'
     ]
     streamed = [
-        'model.type=mmlinear.StreamedTwoStageDetector', 'model.test_cfg.streamed.chunk_rows=3',
+        'model.type=mmlinear.StreamedTwoStageDetector', 'model.test_cfg.streamed.band_rows=3',
         'model.test_cfg.streamed.head_rows=5'
     ]
     metrics, dumps, drawings = {}, {}, {}

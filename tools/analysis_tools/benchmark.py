@@ -36,6 +36,7 @@ from mmlinear.apis import backbone_config
 from mmlinear.cli.benchmark import (DEVICES, DTYPES, MODES, STREAM_INPUTS, GridSettings, fit_line,
                                     machine_info, run_grid, summarize_fits, write_outputs)
 from mmlinear.models.streaming.token_stream import BUFFERS
+from mmlinear.utils.deprecation import RenamedFlag
 
 DEFAULTS = GridSettings()
 
@@ -68,10 +69,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help="'forward' (inference), 'train' (forward + backward) or 'streamed' "
         '(Backbone.forward_streamed: the same outputs over bands of patch rows)')
     parser.add_argument(
+        '--band-rows',
+        type=int,
+        default=DEFAULTS.band_rows,
+        help='streamed mode: patch rows per band (default: the model picks)')
+    parser.add_argument(
         '--chunk-rows',
         type=int,
-        default=DEFAULTS.chunk_rows,
-        help='streamed mode: patch rows per band (default: the model picks)')
+        dest='band_rows',
+        action=RenamedFlag,
+        new='--band-rows',
+        help=argparse.SUPPRESS)
     parser.add_argument(
         '--stream-buffer',
         default=DEFAULTS.stream_buffer,

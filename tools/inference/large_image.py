@@ -1,7 +1,7 @@
 """Segment or detect on one large image whole: a raster file in, a class-map GeoTIFF or
 detections (COCO JSON, GeoJSON) out.
 
-The image is read by windows of rows (GeoTIFF / BigTIFF with N bands of 8-bit, 16-bit or
+The image is read by windows of rows (GeoTIFF / BigTIFF with N channels of 8-bit, 16-bit or
 float data, through rasterio; a ``.npy`` memory-mapped; other images through mmcv), and the
 model sees it whole at its own resolution, its backbone streamed. With an mmseg segmentor
 config (``mmlinear.apis.segment_large_image``: the decode head over bands of rows) ``OUT``
@@ -10,7 +10,7 @@ receives:
 - ``class_map.tif``: the (H, W) classes as a tiled GeoTIFF with the source's georeference
   (a source without one gives a warning and an output without one);
 - ``probabilities.tif`` (with ``--probabilities``): the softmax of the logits, one float32
-  band per class;
+  channel per class;
 - ``summary.json``: the image, the predicted and measured peak memory, the time and the
   pixels per class.
 
@@ -142,7 +142,7 @@ def plan_image_bands(args: argparse.Namespace, model: torch.nn.Module, image: An
     height, width = image.shape[:2]
     channels = image.shape[2] if len(image.shape) == 3 else 1
     print(
-        f'{args.image}: {height} x {width}, {channels} bands ({image.dtype}); predicted '
+        f'{args.image}: {height} x {width}, {channels} channels ({image.dtype}); predicted '
         f'peak {plan.memory.describe()}',
         flush=True)
     return plan
@@ -176,7 +176,7 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, georef
             write_geotiff(partial, logits, georeference)
     counts = torch.bincount(class_map.flatten().long(), minlength=model.decode_head.out_channels)
     return plan, dict(
-        chunk_rows=plan.chunk_rows, head_rows=plan.head_rows, pixels_per_class=counts.tolist())
+        band_rows=plan.band_rows, head_rows=plan.head_rows, pixels_per_class=counts.tolist())
 
 
 def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georeference: Any,
@@ -198,7 +198,7 @@ def detect(args: argparse.Namespace, model: torch.nn.Module, image: Any, georefe
     write_json(outputs[1], geojson_detections(instances, classes, georeference))
     counts = torch.bincount(instances.labels, minlength=len(classes))
     return plan, dict(
-        chunk_rows=plan.chunk_rows,
+        band_rows=plan.band_rows,
         head_rows=plan.head_rows,
         score_thr=args.score_thr,
         detections_per_class=counts.tolist())

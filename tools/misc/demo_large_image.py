@@ -1,12 +1,12 @@
-"""The large-image demo: a generated 4-band 16-bit GeoTIFF scene segmented by the demo UperNet
+"""The large-image demo: a generated 4-channel 16-bit GeoTIFF scene segmented by the demo UperNet
 whole (streamed) and with mmseg's sliding window, side by side.
 
 The scene (``make_tiny_datasets.py --large-scene SIZE``) is a mosaic of the bundled ADE-style
-128 x 128 scenes (R, G, B scaled to 16 bits and a near-infrared-like fourth band), with its
+128 x 128 scenes (R, G, B scaled to 16 bits and a near-infrared-like fourth channel), with its
 label map. The demo UperNet was trained on those scenes read by mmcv (8-bit BGR), so it is fed
-the scene's first three bands in BGR order scaled back to 0-255 (``BandView``); the fourth band
-is not used (the RGB weights adapted to four bands, ``adapt_input_bands``, would give it the
-bands' mean weight, which no training has seen).
+the scene's first three channels in BGR order scaled back to 0-255 (``ChannelView``); the fourth
+channel is not used (the RGB weights adapted to four channels, ``adapt_input_channels``, would
+give it the channels' mean weight, which no training has seen).
 
 Both runs get the same input and the same model. ``whole`` is
 ``mmlinear.apis.segment_large_image`` (the backbone streamed over the whole image, the head
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from mmlinear.apis import load_config, segment_large_image
-from mmlinear.apis.band_view import BandView
+from mmlinear.apis.channel_view import ChannelView
 from mmlinear.apis.class_map_iou import class_map_iou
 from mmlinear.apis.rasters import RasterImage, write_geotiff
 from mmlinear.cli.slide_segmentation import segment_slide
@@ -46,8 +46,8 @@ from mmlinear.models.streaming.memory_model import GB
 from mmlinear.utils.peak_memory import cpu_peak, reset_cpu_peak
 
 CONFIG = 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py'
-#: The scene's bands the RGB model sees, in the order it was trained on (mmcv's BGR).
-BGR_BANDS = (2, 1, 0)
+#: The scene's channels the RGB model sees, in the order it was trained on (mmcv's BGR).
+BGR_CHANNELS = (2, 1, 0)
 #: Rows of the source read at a time when the picture is drawn.
 RENDER_BLOCK_ROWS = 512
 
@@ -63,7 +63,7 @@ def positive_int(text: str) -> int:
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('scene', help='the scene: an integer-valued GeoTIFF, R, G, B first')
-    parser.add_argument('labels', help='its label map (one band, the same size)')
+    parser.add_argument('labels', help='its label map (one channel, the same size)')
     parser.add_argument('--checkpoint', required=True, help='the demo UperNet checkpoint')
     parser.add_argument('--config', default=CONFIG, help='its config')
     parser.add_argument('--work-dir', default='work_dirs/demo_large')
@@ -107,7 +107,7 @@ def colourise(class_map: np.ndarray, palette: np.ndarray) -> np.ndarray:
 
 
 def render_rows(image: RasterImage, rows: slice, step: int, scale: float) -> np.ndarray:
-    """Rows ``rows`` of the scene's first three bands as 8-bit RGB, every ``step``-th pixel."""
+    """Rows ``rows`` of the scene's first three channels as 8-bit RGB, every ``step``-th pixel."""
     parts = []
     start, stop, _ = rows.indices(image.shape[0])
     for block in range(start, stop, RENDER_BLOCK_ROWS):
@@ -123,7 +123,7 @@ def picture_titles(runs: Dict[str, Dict], height: int, width: int, crop_size: Se
     modes = dict(
         whole='whole (streamed)',
         slide=f'slide {crop_size[0]}x{crop_size[1]}, stride {stride[0]}x{stride[1]}')
-    titles = {'input': f'input (bands 1-3)\n{height} x {width}', 'labels': 'ground truth\n'}
+    titles = {'input': f'input (channels 1-3)\n{height} x {width}', 'labels': 'ground truth\n'}
     for name, r in runs.items():
         titles[name] = (f'{modes[name]}\nmIoU {r["mIoU"]:.1f}, {r["seconds"]:.0f} s, '
                         f'{r["peak_memory_gb"]:.2f} GB')
@@ -182,10 +182,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except (FileNotFoundError, ValueError) as error:
         sys.exit(str(error))
     if image.shape[:2] != labels.shape[:2] or labels.shape[2] != 1:
-        sys.exit(f'the label map {args.labels} must be one band of the scene\'s size '
+        sys.exit(f'the label map {args.labels} must be one channel of the scene\'s size '
                  f'{image.shape[0]} x {image.shape[1]}; it is {labels.shape}')
     try:
-        view = BandView(image, BGR_BANDS, integer_scale(image.dtype))
+        view = ChannelView(image, BGR_CHANNELS, integer_scale(image.dtype))
     except ValueError as error:
         sys.exit(f'{args.scene}: {error}')
     cfg = load_config(args.config)
@@ -197,8 +197,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     os.makedirs(out)
     height, width = image.shape[:2]
     print(
-        f'{args.scene}: {height} x {width}, {image.shape[2]} bands ({image.dtype}); the model '
-        f'sees bands {BGR_BANDS} (B, G, R) times {integer_scale(image.dtype):.6g}',
+        f'{args.scene}: {height} x {width}, {image.shape[2]} channels ({image.dtype}); the model '
+        f'sees channels {BGR_CHANNELS} (B, G, R) times {integer_scale(image.dtype):.6g}',
         flush=True)
     runs: Dict[str, Dict] = {}
     maps: Dict[str, np.ndarray] = {}
@@ -228,7 +228,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         shape=list(image.shape),
         dtype=str(image.dtype),
         georeferenced=image.georeference is not None,
-        model_bands=list(BGR_BANDS),
+        model_channels=list(BGR_CHANNELS),
         config=args.config,
         checkpoint=args.checkpoint,
         classes=list(cfg.classes),

@@ -38,8 +38,8 @@ A second run with the same arguments finds the completion stamp and does nothing
 
 ``--large-scene SIZE`` writes, instead, one large remote-sensing-like raster of the same kind
 of scenes: ``<out>/scene_<SIZE>.tif`` (``--out`` defaults to ``data/shapes_large`` then), a
-SIZE x SIZE 4-band 16-bit GeoTIFF (the RGB of
-128 x 128 scenes scaled to 16 bits, and a fourth, near-infrared-like band: their brightness),
+SIZE x SIZE 4-channel 16-bit GeoTIFF (the RGB of
+128 x 128 scenes scaled to 16 bits, and a fourth, near-infrared-like channel: their brightness),
 tiled, georeferenced (WGS 84 / UTM zone 33N, 0.5 m pixels), written a row of scenes at a time
 so that it never is in memory, and its label map ``labels_<SIZE>.tif`` (uint8, same
 georeference). It needs rasterio.
@@ -307,7 +307,7 @@ SCENE_SIZE = 128
 
 
 def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[str, str]:
-    """A ``size`` x ``size`` 4-band uint16 GeoTIFF of 128 x 128 scenes and its label map.
+    """A ``size`` x ``size`` 4-channel uint16 GeoTIFF of 128 x 128 scenes and its label map.
 
     Returns:
         tuple[str, str]: The paths of the scene and of its labels.
@@ -341,10 +341,11 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
                 rgb[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = np.asarray(img)
                 label_row[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = label_map
             height = min(SCENE_SIZE, size - row * SCENE_SIZE)
-            bands = rgb[:height, :size].astype(np.uint16) * 257  # 8 to 16 bits
-            bands = np.concatenate([bands, bands.max(2, keepdims=True)], 2).transpose(2, 0, 1)
+            channels = rgb[:height, :size].astype(np.uint16) * 257  # 8 to 16 bits
+            channels = np.concatenate([channels, channels.max(2, keepdims=True)],
+                                      2).transpose(2, 0, 1)
             window = rasterio.windows.Window(0, row * SCENE_SIZE, size, height)
-            image.write(np.ascontiguousarray(bands), window=window)
+            image.write(np.ascontiguousarray(channels), window=window)
             labels.write(label_row[None, :height, :size], window=window)
     return paths
 
@@ -361,7 +362,7 @@ def parse_args() -> argparse.Namespace:
         '--large-scene',
         type=int,
         metavar='SIZE',
-        help='write only the SIZE x SIZE 4-band 16-bit GeoTIFF scene and its labels')
+        help='write only the SIZE x SIZE 4-channel 16-bit GeoTIFF scene and its labels')
     return parser.parse_args()
 
 

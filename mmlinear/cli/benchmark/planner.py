@@ -203,7 +203,7 @@ class GridSettings:
         threads (int): torch CPU threads of the worker.
         compile (bool): Also time each case through ``torch.compile(fullgraph=True)`` and
             report compiled against eager time. The time budget plans the eager runs.
-        chunk_rows (int, optional): Streamed cases: patch rows per band. Defaults to None
+        band_rows (int, optional): Streamed cases: patch rows per band. Defaults to None
             (the model's default band).
         stream_buffer (str): Streamed cases: 'memory' or 'disk'. Defaults to 'memory'.
         stream_input (str): Streamed cases: the image as one 'tensor', or a raw 'file' read
@@ -222,7 +222,7 @@ class GridSettings:
     mem_limit_gb: Optional[float] = None
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     compile: bool = False
-    chunk_rows: Optional[int] = None
+    band_rows: Optional[int] = None
     stream_buffer: str = 'memory'
     stream_input: str = 'tensor'
 
@@ -316,7 +316,7 @@ def run_grid(settings: GridSettings,
                     compile=settings.compile and mode != 'streamed')
                 if mode == 'streamed':
                     case.update(
-                        chunk_rows=settings.chunk_rows,
+                        band_rows=settings.band_rows,
                         stream_buffer=settings.stream_buffer,
                         stream_input=settings.stream_input)
                 result = launch(case, settings.timeout)
@@ -339,7 +339,7 @@ def run_grid(settings: GridSettings,
                         row['energy_j_per_img'] = result['energy_j_per_img']
                     if 'predicted_mem_mb' in result:
                         row['predicted_mem_mb'] = result['predicted_mem_mb']
-                        row['chunk_rows'] = result['chunk_rows']
+                        row['band_rows'] = result['band_rows']
                     if case['compile']:
                         row.update(
                             compile_s=result['compile_s'],

@@ -13,7 +13,7 @@ from .cases import OK, num_tokens, series_key
 from .plotting import plot_scaling
 
 CSV_FIELDS = ('model', 'resolution', 'tokens', 'batch', 'dtype', 'mode', 'device', 'status',
-              'median_ms', 'throughput_img_s', 'peak_mem_mb', 'predicted_mem_mb', 'chunk_rows',
+              'median_ms', 'throughput_img_s', 'peak_mem_mb', 'predicted_mem_mb', 'band_rows',
               'energy_j_per_img', 'energy_source', 'warmup', 'repeats', 'note')
 # Added to the CSV when the rows have compiled times (``--compile``).
 COMPILE_CSV_FIELDS = ('compiled_median_ms', 'compiled_over_eager', 'compile_s')
@@ -199,7 +199,7 @@ def streamed_table(rows: List[dict]) -> List[str]:
             mem_ratio = f'{r["peak_mem_mb"] / whole["peak_mem_mb"]:.2f}'
         predicted = r.get('predicted_mem_mb')
         lines.append(f'| {r["model"]} | {r["dtype"]} | {r["batch"]} | {r["resolution"]}px | '
-                     f'{r["chunk_rows"]} | {whole_shown} | {shown} | {time_ratio} | {mem_ratio} | '
+                     f'{r["band_rows"]} | {whole_shown} | {shown} | {time_ratio} | {mem_ratio} | '
                      f'{predicted:,.0f} MB | {predicted / r["peak_mem_mb"]:.2f} |')
     return lines
 

@@ -45,7 +45,7 @@ def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
 
     The image is one tensor (``stream_input='tensor'``) or a raw file read by rows
     (``'file'``, written a few rows at a time into a temporary folder, so it never is in
-    memory); the band height is the case's ``chunk_rows`` (None: the model's default) and the
+    memory); the band height is the case's ``band_rows`` (None: the model's default) and the
     buffer its ``stream_buffer``.
     """
     import tempfile
@@ -61,14 +61,14 @@ def _streamed_forward(model: Any, case: dict, shape: Tuple[int, int, int,
     else:
         source = torch.randn(*shape)
     in_memory = isinstance(source, torch.Tensor)
-    chunk_rows = model.pick_chunk_rows(shape, case.get('chunk_rows'), None, buffer, in_memory)
+    band_rows = model.pick_band_rows(shape, case.get('band_rows'), None, buffer, in_memory)
     predicted = model.predict_streamed_memory(
-        shape, chunk_rows=chunk_rows, buffer=buffer, input_in_memory=in_memory)
+        shape, band_rows=band_rows, buffer=buffer, input_in_memory=in_memory)
 
     def run_model(forward: Callable = model) -> Tuple[Any, ...]:
-        return model.forward_streamed(source, chunk_rows=chunk_rows, buffer=buffer, progress=False)
+        return model.forward_streamed(source, band_rows=band_rows, buffer=buffer, progress=False)
 
-    return run_model, predicted.total_bytes / 2**20, chunk_rows
+    return run_model, predicted.total_bytes / 2**20, band_rows
 
 
 def segmentor_config(model: str) -> Optional[Any]:
@@ -123,14 +123,14 @@ def _segmentation(model: Any, case: dict, height: int,
     if case['mode'] == 'forward':
         return lambda forward=None: inference_model(model, image), None, None
     buffer = case.get('stream_buffer', 'memory')
-    plan = plan_large_image(model, image, chunk_rows=case.get('chunk_rows'), buffer=buffer)
+    plan = plan_large_image(model, image, band_rows=case.get('band_rows'), buffer=buffer)
 
     def run_model(forward: Any = None) -> Any:
         return segment_large_image(model, image, plan=plan, buffer=buffer, progress=False)
 
     # The array in memory is the caller's, not the model's, but this process's peak holds it.
     in_memory = 0 if isinstance(image, np.memmap) else image.nbytes
-    return run_model, (plan.memory.total_bytes + in_memory) / 2**20, plan.chunk_rows
+    return run_model, (plan.memory.total_bytes + in_memory) / 2**20, plan.band_rows
 
 
 def run_case(case: dict) -> dict:
@@ -192,11 +192,11 @@ def run_case(case: dict) -> dict:
         # Band heights are picked and predicted under the autocast the forward runs in.
         if segmentor_cfg is not None:
             with autocast():
-                run_model, result['predicted_mem_mb'], result['chunk_rows'] = _segmentation(
+                run_model, result['predicted_mem_mb'], result['band_rows'] = _segmentation(
                     model, case, height, width)
         elif case['mode'] == 'streamed':
             with autocast():
-                run_model, result['predicted_mem_mb'], result['chunk_rows'] = _streamed_forward(
+                run_model, result['predicted_mem_mb'], result['band_rows'] = _streamed_forward(
                     model, case, shape)
         else:
             x = torch.randn(*shape, device=device)

@@ -175,7 +175,7 @@ class VECA(BasePlainBackbone):
                      active_cores: Optional[int] = None) -> EmbedSetup:
         """The cores of the call's budget, and the patches' RoPE angles (augmented in
         training), whose coordinates span each image's own valid grid, not the padded one."""
-        num_chunks = self._num_cores(active_cores) // self.core_chunk_size
+        num_chunks = self._num_extra_tokens(active_cores) // self.core_chunk_size
         valid_hw = None
         if token_padding_mask is not None:
             valid_hw = valid_extents(token_padding_mask, hw_shape)
@@ -200,13 +200,13 @@ class VECA(BasePlainBackbone):
         """Move the cores (``extra``, (B, K, C)), then their RoPE angles.
 
         Returns:
-            tuple[dict, dict]: ``num_cores``, ``core_rope`` and ``patch_rope`` for the
+            tuple[dict, dict]: ``active_cores``, ``core_rope`` and ``patch_rope`` for the
             block, and the state with the cores' raw coordinates and the RoPE coordinates
             ``core_coords`` (B, K, 2) this block used.
         """
         state = self._move_cores(index, extra, state)
         return dict(
-            num_cores=extra.shape[1],
+            active_cores=extra.shape[1],
             core_rope=self.rope(state['core_coords']),
             patch_rope=state['patch_rope']), state
 
@@ -270,10 +270,10 @@ class VECA(BasePlainBackbone):
         """
         *_, last = self._steps(x, padding_mask, active_cores)
         tokens = self._apply_head(last.tokens)
-        num_cores = last.grid.num_extra_tokens
+        active_cores = last.grid.num_extra_tokens
         return {
             'global': tokens[:, 0],
-            'patches': tokens[:, num_cores:],
+            'patches': tokens[:, active_cores:],
             'hw_shape': last.grid.hw_shape
         }
 
@@ -340,9 +340,6 @@ class VECA(BasePlainBackbone):
         return self._run_blocks(x, padding_mask, need_weights, active_cores=active_cores)
 
     def _num_extra_tokens(self, active_cores: Optional[int] = None) -> int:
-        return self._num_cores(active_cores)
-
-    def _num_cores(self, active_cores: Optional[int]) -> int:
         """The core budget of a call: ``active_cores``, checked, or the default."""
         if active_cores is None:
             return self.active_cores

@@ -27,10 +27,10 @@ class StreamedTwoStageDetector(TwoStageDetector):
     or on the command line of ``tools/test.py``: ``--cfg-options
     model.type=mmlinear.StreamedTwoStageDetector model.test_cfg.streamed.mem_limit_gb=4``.
     Without ``streamed`` (or with ``streamed=None``) it is mmdet's detector; ``streamed=dict()``
-    streams with the default bands. Its keys are ``chunk_rows`` (the backbone's band, patch
-    rows), ``head_rows`` (rows of a pyramid level per band), ``mem_limit_gb``, ``buffer``
-    ('memory' or 'disk'), ``buffer_dir``, ``progress`` and ``mask_format``, as
-    :meth:`StreamedDetection.predict` takes them.
+    streams with the default bands. Its keys are ``band_rows`` (the backbone's band, patch
+    rows; deprecated spelling ``chunk_rows``), ``head_rows`` (rows of a pyramid level per
+    band), ``mem_limit_gb``, ``buffer`` ('memory' or 'disk'), ``buffer_dir``, ``progress`` and
+    ``mask_format``, as :meth:`StreamedDetection.predict` takes them.
 
     The results are mmdet's: boxes in the original image's coordinates with ``rescale``
     (clipped to each image's ``img_shape`` inside a padded batch), scores and labels, and

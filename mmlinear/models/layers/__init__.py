@@ -1,3 +1,4 @@
+from mmlinear.utils.deprecation import renamed_attributes
 from .band_conv import band_conv3x3
 from .core_bank import (active_prefix, build_core_bank, check_core_budget, check_core_budgets,
                         farthest_point_sampling, fps_core_coords)
@@ -12,7 +13,7 @@ from .mixers import (EFFICIENT_ATTENTIONS, MIXERS, EfficientAttention, TokenMixe
                      build_mixer)
 from .mlp import Mlp
 from .online_core_attention import OnlineCoreAttention
-from .patch_embed import PatchEmbed, adapt_input_bands
+from .patch_embed import PatchEmbed, adapt_input_channels
 from .plain_block import PlainBlock
 from .proj_patch_embed import ProjPatchEmbed
 from .rope2d import (CoordAugmentation, PatchRope, Rope2D, apply_rope, patch_band_coords,
@@ -25,8 +26,10 @@ __all__ = [
     'DynamicDWConv', 'DynamicLinear', 'EfficientAttention', 'InfSAAttention', 'InfViTBlock',
     'LayerNorm2d', 'Mlp', 'OnlineCoreAttention', 'PatchEmbed', 'PlainBlock', 'ProjPatchEmbed',
     'CoordAugmentation', 'PatchRope', 'Rope2D', 'TokenMixer', 'Values', 'VECABlock',
-    'WeightFormerBlock', 'active_prefix', 'adapt_input_bands', 'apply_rope', 'band_conv3x3',
+    'WeightFormerBlock', 'active_prefix', 'adapt_input_channels', 'apply_rope', 'band_conv3x3',
     'build_coordinate_head', 'build_core_bank', 'build_mixer', 'check_core_budget',
     'check_core_budgets', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
     'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]
+
+__getattr__ = renamed_attributes(globals(), dict(adapt_input_bands='adapt_input_channels'))

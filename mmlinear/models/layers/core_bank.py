@@ -28,7 +28,7 @@ def farthest_point_sampling(points: Tensor, k: int) -> Tensor:
     return torch.tensor(picked, device=points.device)
 
 
-def fps_core_coords(num_cores: int, pool_size: int = 1000, coord_range: float = 0.95) -> Tensor:
+def fps_core_coords(max_cores: int, pool_size: int = 1000, coord_range: float = 0.95) -> Tensor:
     """Raw (pre-tanh) initial core coordinates by farthest-point sampling.
 
     A pool uniform in [-coord_range, coord_range]^2 is ordered coarse to fine: core 0 (the
@@ -36,7 +36,7 @@ def fps_core_coords(num_cores: int, pool_size: int = 1000, coord_range: float = 
     nested truncation of the bank.
 
     Args:
-        num_cores (int): Cores M.
+        max_cores (int): Cores M.
         pool_size (int): Pool size. Defaults to 1000.
         coord_range (float): Half side of the pool square. Defaults to 0.95.
 
@@ -46,11 +46,11 @@ def fps_core_coords(num_cores: int, pool_size: int = 1000, coord_range: float = 
     """
     # On the CPU whatever the default device: the greedy loop is sequential and tiny.
     pool = torch.empty(pool_size, 2, device='cpu').uniform_(-coord_range, coord_range)
-    picked = pool[farthest_point_sampling(pool, num_cores)]
+    picked = pool[farthest_point_sampling(pool, max_cores)]
     return torch.atanh(picked.clamp(-0.999, 0.999))
 
 
-def build_core_bank(num_cores: int,
+def build_core_bank(max_cores: int,
                     chunk_size: int,
                     embed_dims: int,
                     fps_pool_size: int = 1000,
@@ -61,7 +61,7 @@ def build_core_bank(num_cores: int,
     chunks, and the others get no gradient.
 
     Args:
-        num_cores (int): Cores M, a multiple of ``chunk_size``.
+        max_cores (int): Cores M, a multiple of ``chunk_size``.
         chunk_size (int): Cores per chunk.
         embed_dims (int): Token width C.
         fps_pool_size (int): See :func:`fps_core_coords`. Defaults to 1000.
@@ -72,14 +72,14 @@ def build_core_bank(num_cores: int,
         embeddings drawn from N(0, 1 / C) (not truncated, as the reference), and of
         (1, chunk_size, 2) raw coordinates.
     """
-    if num_cores % chunk_size:
-        raise ValueError(f'the core bank size {num_cores} must be a multiple of the chunk '
+    if max_cores % chunk_size:
+        raise ValueError(f'the core bank size {max_cores} must be a multiple of the chunk '
                          f'size {chunk_size}')
-    num_chunks = num_cores // chunk_size
+    num_chunks = max_cores // chunk_size
     tokens = nn.ParameterList(
         nn.Parameter(torch.randn(1, chunk_size, embed_dims) / math.sqrt(embed_dims))
         for _ in range(num_chunks))
-    raw = fps_core_coords(num_cores, fps_pool_size,
+    raw = fps_core_coords(max_cores, fps_pool_size,
                           fps_coord_range).view(num_chunks, 1, chunk_size, 2)
     coords = nn.ParameterList(nn.Parameter(chunk.clone()) for chunk in raw)
     return tokens, coords

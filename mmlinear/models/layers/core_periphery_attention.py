@@ -130,7 +130,7 @@ class CorePeripheryAttention(nn.Module):
                 x: Tensor,
                 token_padding_mask: Optional[Tensor] = None,
                 *,
-                num_cores: int,
+                active_cores: int,
                 cos: Tensor,
                 sin: Tensor,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
@@ -139,7 +139,7 @@ class CorePeripheryAttention(nn.Module):
             token_padding_mask (Tensor, optional): (B, N) bool over the patches (the cores
                 are never padding), True on padded patches, which the cores then ignore.
                 Defaults to None (the reference behaviour).
-            num_cores (int): K, at least 1 and below K + N.
+            active_cores (int): K, at least 1 and below K + N.
             cos (Tensor): (B, K + N, head_dims) RoPE cosines of every token.
             sin (Tensor): (B, K + N, head_dims) RoPE sines.
             need_weights (bool): Also return the cores' attention weights (for
@@ -151,22 +151,22 @@ class CorePeripheryAttention(nn.Module):
             patches' rows only see the cores, so they carry no spatial map).
         """
         T = x.shape[1]
-        if not 1 <= num_cores < T:
-            raise ValueError(f'num_cores must lie in [1, {T - 1}] for {T} tokens, got '
-                             f'{num_cores}')
+        if not 1 <= active_cores < T:
+            raise ValueError(f'active_cores must lie in [1, {T - 1}] for {T} tokens, got '
+                             f'{active_cores}')
         q, k, v = self.project_tokens(x, cos, sin)
         drop = self.dropout if self.training else 0.
-        key_padding_mask = extend_padding_mask(token_padding_mask, num_cores, T)
+        key_padding_mask = extend_padding_mask(token_padding_mask, active_cores, T)
         # SDPA's convention: True where attention is allowed.
         core_mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         cores = F.scaled_dot_product_attention(
-            q[:, :, :num_cores], k, v, attn_mask=core_mask, dropout_p=drop)
-        patches = self.attend_to_cores(q[:, :, num_cores:], k[:, :, :num_cores],
-                                       v[:, :, :num_cores])
+            q[:, :, :active_cores], k, v, attn_mask=core_mask, dropout_p=drop)
+        patches = self.attend_to_cores(q[:, :, active_cores:], k[:, :, :active_cores],
+                                       v[:, :, :active_cores])
         out = self.project_out(cores, patches)
         if not need_weights:
             return out
-        return out, core_attention_weights(q[:, :, :num_cores], k, core_mask)
+        return out, core_attention_weights(q[:, :, :active_cores], k, core_mask)
 
 
 def core_attention_weights(q_cores: Tensor, k: Tensor, core_mask: Optional[Tensor]) -> Tensor:

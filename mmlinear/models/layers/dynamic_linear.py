@@ -92,9 +92,10 @@ class DynamicLinear(nn.Module):
     number of valid tokens, so a padded image whose valid region is the top-left corner gets
     the weight of the unpadded image.
 
-    Streamed over bands of token rows, :meth:`partial_delta_sum` gives each band's share of
-    U^T V and its token count, and :meth:`delta_from_sum` turns their totals into dW_hat;
-    :meth:`predict_delta` is the same with the whole grid as one band.
+    Streamed over bands of token rows, the accumulator of :meth:`delta_sums` takes each
+    band's share of U^T V and its token count (:meth:`partial_delta_sum`) and turns their
+    totals into dW_hat (:meth:`delta_from_sum`); :meth:`predict_delta` is the same with the
+    whole grid as one band.
 
     Args:
         in_features (int): Input width C_in, divisible by ``rank_ratio``.
@@ -211,6 +212,18 @@ class DynamicLinear(nn.Module):
         delta = delta / (delta.norm(dim=-2, keepdim=True) + 1.)
         return delta if dtype is None else delta.to(dtype)
 
+    def delta_sums(self, hw_shape: Tuple[int, int]) -> 'DeltaSums':
+        """An empty accumulator of the weight change of a grid, streamed in bands of rows
+        (:meth:`DeltaSums.add` each band, then :meth:`DeltaSums.result`).
+
+        Args:
+            hw_shape (tuple[int, int]): The whole token grid (H, W).
+
+        Returns:
+            DeltaSums: Its ``result()`` is :meth:`predict_delta` of the grid.
+        """
+        return DeltaSums(self, hw_shape)
+
     def predict_delta(self,
                       x: Tensor,
                       hw_shape: Tuple[int, int],
@@ -225,9 +238,9 @@ class DynamicLinear(nn.Module):
         Returns:
             Tensor: (B, C_in, C_out) in x's dtype.
         """
-        delta_sum, num_tokens = self.partial_delta_sum(
-            x, hw_shape, token_padding_mask=token_padding_mask)
-        return self.delta_from_sum(delta_sum, num_tokens, x.dtype)
+        sums = self.delta_sums(hw_shape)
+        sums.add(x, token_padding_mask=token_padding_mask)
+        return sums.result()
 
     def forward(self,
                 x: Tensor,
@@ -263,3 +276,50 @@ class DynamicLinear(nn.Module):
     def extra_repr(self) -> str:
         return (f'in_features={self.in_features}, out_features={self.out_features}, '
                 f'rank_ratio={self.rank_ratio}, activation={self.activation}')
+
+
+class DeltaSums:
+    """The sums :class:`DynamicLinear`'s weight change reduces a grid to, accumulated over
+    bands of token rows: U^T V and the token count (:meth:`DynamicLinear.delta_sums`).
+
+    Args:
+        layer (DynamicLinear): The layer whose weight change is accumulated.
+        hw_shape (tuple[int, int]): The whole token grid (H, W).
+    """
+
+    def __init__(self, layer: DynamicLinear, hw_shape: Tuple[int, int]) -> None:
+        self.layer = layer
+        self.hw_shape = hw_shape
+        self.delta_sum: Optional[Tensor] = None  # (B, C_in, C_out)
+        self.num_tokens: Optional[Tensor] = None  # (B, )
+        self.dtype: Optional[torch.dtype] = None
+
+    def add(self,
+            x: Tensor,
+            band: Optional[Tuple[int, int]] = None,
+            token_padding_mask: Optional[Tensor] = None) -> None:
+        """Add a band of token rows (as :meth:`DynamicLinear.partial_delta_sum` takes it).
+
+        Args:
+            x (Tensor): (B, n, C_in) row-major tokens of the band.
+            band (tuple[int, int], optional): The rows [r0, r1) of the grid that ``x``
+                holds. Defaults to the whole grid.
+            token_padding_mask (Tensor, optional): (B, n) bool, True on the band's padded
+                tokens.
+        """
+        part, count = self.layer.partial_delta_sum(x, self.hw_shape, band, token_padding_mask)
+        if self.delta_sum is None:
+            self.delta_sum, self.num_tokens, self.dtype = part, count, x.dtype
+        else:
+            self.delta_sum, self.num_tokens = self.delta_sum + part, self.num_tokens + count
+
+    def result(self) -> Tensor:
+        """dW_hat, once bands that tile the grid's rows were added.
+
+        Returns:
+            Tensor: (B, C_in, C_out) in the tokens' dtype, every column of norm < 1.
+        """
+        if self.delta_sum is None:
+            raise RuntimeError('no tokens have been added: call add() with at least one band '
+                               'first')
+        return self.layer.delta_from_sum(self.delta_sum, self.num_tokens, self.dtype)

@@ -6,7 +6,7 @@ from torch import Tensor, nn
 
 from ..streaming.token_stream import TokenStream
 from .infsa_attention import InfSAAttention
-from .linear_infsa_summary import LinearInfSASummary
+from .linear_infsa_summary import LinearInfSAKeyPool, LinearInfSAQuerySums
 from .mlp import Mlp
 
 #: The attention types whose blocks run over a token stream (:meth:`InfViTBlock.forward_streamed`):
@@ -105,9 +105,9 @@ class InfViTBlock(nn.Module):
         """The block over a token stream, band by band, in place (inference only).
 
         Linear-InfSA's output is one vector per sample, computed from two fixed-size sums
-        (:class:`LinearInfSASummary`), each a pass over the stream; a third pass adds it and
-        runs the MLP, which is per token. The result equals :meth:`forward` on the whole
-        sequence.
+        (:class:`LinearInfSAQuerySums`, :class:`LinearInfSAKeyPool`), each a pass over the
+        stream; a third pass adds it and runs the MLP, which is per token. The result equals
+        :meth:`forward` on the whole sequence.
 
         Args:
             stream (TokenStream): The extra tokens (CLS) and the patch tokens; the padding
@@ -122,15 +122,15 @@ class InfViTBlock(nn.Module):
                              f'{stream.num_extra_tokens}')
         mixed = 0.
         if attn.attn_type == 'linear':
-            summary = LinearInfSASummary(attn.eps)
+            query_sums = LinearInfSAQuerySums(attn.eps)
             for _, tokens, mask in stream.segments():
                 queries = attn.queries(self.ln1(tokens))
-                summary.add_queries(queries, mask)
+                query_sums.add(queries, mask)
+            key_pool = LinearInfSAKeyPool(query_sums.result(), attn.rho, attn.eps)
             for _, tokens, mask in stream.segments():
                 normed = self.ln1(tokens)
-                summary.add_keys(attn.keys(normed), normed, mask)
-            mixed = attn.project_pooled_inputs(*summary.pooled_inputs(attn.rho),
-                                               queries.dtype)[:, None]
+                key_pool.add(attn.keys(normed), normed, mask)
+            mixed = attn.project_pooled_inputs(*key_pool.result(), queries.dtype)[:, None]
         for band, tokens, _ in stream.segments():
             tokens = tokens + mixed
             stream.put(band, tokens + self.ffn(self.ln2(tokens)))

@@ -1,5 +1,5 @@
 """Non-overlapping patch embedding that accepts any input size and loads weights made for
-another number of input bands."""
+another number of input channels."""
 from typing import Tuple
 
 import torch
@@ -7,17 +7,18 @@ import torch.nn.functional as F
 from mmengine.logging import print_log
 from torch import Tensor, nn
 
+from mmlinear.utils.deprecation import renamed_attributes
 from ..utils import autocast_dtype
 
 
-def adapt_input_bands(weight: Tensor, in_channels: int) -> Tensor:
-    """Patch-embedding weights of S input bands made for ``in_channels`` = N bands.
+def adapt_input_channels(weight: Tensor, in_channels: int) -> Tensor:
+    """Patch-embedding weights of S input channels made for ``in_channels`` = N channels.
 
-    N > S keeps the S bands' weights and gives each extra band their mean; N < S gives every
-    band the mean; either way all are scaled by S / N. The sum over bands is kept, so an
-    image whose bands are all equal (a grey RGB image, or N copies of one band) embeds
-    exactly as before: the adapted model starts where the S-band one was, and the new bands
-    are learnt from there.
+    N > S keeps the S channels' weights and gives each extra channel their mean; N < S gives
+    every channel the mean; either way all are scaled by S / N. The sum over channels is
+    kept, so an image whose channels are all equal (a grey RGB image, or N copies of one
+    channel) embeds exactly as before: the adapted model starts where the S-channel one was,
+    and the new channels are learnt from there.
 
     Args:
         weight (Tensor): (C, S, p, p).
@@ -36,13 +37,16 @@ def adapt_input_bands(weight: Tensor, in_channels: int) -> Tensor:
     return adapted * (source / in_channels)
 
 
+__getattr__ = renamed_attributes(globals(), dict(adapt_input_bands='adapt_input_channels'))
+
+
 class PatchEmbed(nn.Module):
     """Split an image into p x p patches and project each to C channels.
 
     Inputs whose sides are not multiples of p are zero-padded at the bottom and right
     ("corner" padding, as mmcv's PatchEmbed), so the grid is (ceil(H / p), ceil(W / p)).
-    A checkpoint made for another number of bands (RGB weights for a 4-band model) loads
-    through :func:`adapt_input_bands`, with a message saying so.
+    A checkpoint made for another number of channels (RGB weights for a 4-channel model) loads
+    through :func:`adapt_input_channels`, with a message saying so.
 
     The projection is a convolution whose kernel equals its stride, i.e. one matrix product
     of the gathered patches (B * N, C_in * p * p) with its flattened weight, and it runs as
@@ -71,11 +75,11 @@ class PatchEmbed(nn.Module):
         weight = state_dict.get(key)
         if weight is not None and weight.dim() == 4 and weight.shape[1] != self.in_channels:
             source = weight.shape[1]
-            state_dict[key] = adapt_input_bands(weight, self.in_channels)
+            state_dict[key] = adapt_input_channels(weight, self.in_channels)
             how = (f'its {source} kept, {self.in_channels - source} more from their mean'
-                   if self.in_channels > source else 'each band their mean')
+                   if self.in_channels > source else 'each channel their mean')
             print_log(
-                f'{key}: the checkpoint takes {source} input bands, the model '
+                f'{key}: the checkpoint takes {source} input channels, the model '
                 f'{self.in_channels}; adapted ({how}, all scaled by {source}/'
                 f'{self.in_channels})',
                 logger='current')

@@ -13,7 +13,7 @@ class PlainBlock(Protocol):
 
     The named arguments (``**block_inputs``) are each backbone's own, always keyword-only,
     and the same for :meth:`forward` and :meth:`forward_streamed`: ``num_extra_tokens``
-    (InfViT), ``hw_shape`` (WeightFormer), ``num_cores``, ``core_rope``, ``patch_rope``
+    (InfViT), ``hw_shape`` (WeightFormer), ``active_cores``, ``core_rope``, ``patch_rope``
     (VECA). The backbone's one ``_block_inputs`` produces them for both.
 
     ``isinstance(block, PlainBlock)`` checks that the four members exist; their signatures

@@ -46,9 +46,9 @@ def patch_band_coords(hw_shape: Tuple[int, int],
         raise ValueError(f'valid_hw must be (B, 2) (rows, columns), got {tuple(valid_hw.shape)}')
     device = valid_hw.device
     sizes = valid_hw.float()
-    band_rows = torch.arange(r0, r1, device=device, dtype=torch.float32) + 0.5
+    row_centres = torch.arange(r0, r1, device=device, dtype=torch.float32) + 0.5
     cols = torch.arange(Wp, device=device, dtype=torch.float32) + 0.5
-    y = band_rows[None] / sizes[:, :1] * 2.0 - 1.0  # (B, r1 - r0)
+    y = row_centres[None] / sizes[:, :1] * 2.0 - 1.0  # (B, r1 - r0)
     x = cols[None] / sizes[:, 1:] * 2.0 - 1.0  # (B, Wp)
     B, h = sizes.shape[0], r1 - r0
     grid = torch.stack([x[:, None, :].expand(B, h, Wp), y[:, :, None].expand(B, h, Wp)], -1)

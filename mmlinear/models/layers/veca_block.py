@@ -46,7 +46,7 @@ class VECABlock(nn.Module):
                 x: Tensor,
                 token_padding_mask: Optional[Tensor] = None,
                 *,
-                num_cores: int,
+                active_cores: int,
                 core_rope: Tuple[Tensor, Tensor],
                 patch_rope: PatchRope,
                 need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
@@ -54,7 +54,7 @@ class VECABlock(nn.Module):
             x (Tensor): (B, K + N, C), the K cores first.
             token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches
                 (the cores are never padding).
-            num_cores (int): K.
+            active_cores (int): K.
             core_rope (tuple[Tensor, Tensor]): (B, K, head_dims) RoPE cosines and sines of
                 the cores.
             patch_rope (PatchRope): The patches' RoPE angles (its :meth:`PatchRope.grid`).
@@ -69,7 +69,7 @@ class VECABlock(nn.Module):
         attn = self.attn(
             self.norm_attn(x),
             token_padding_mask,
-            num_cores=num_cores,
+            active_cores=active_cores,
             cos=cos,
             sin=sin,
             need_weights=need_weights)
@@ -91,7 +91,7 @@ class VECABlock(nn.Module):
         """``x + fc2(SwiGLU(fc1(norm_ffn(x))))``: the second half of the block, per token."""
         return x + self.drop(self.fc2(self.drop(self.fc1(self.norm_ffn(x)))))
 
-    def forward_streamed(self, stream: TokenStream, *, num_cores: int,
+    def forward_streamed(self, stream: TokenStream, *, active_cores: int,
                          core_rope: Tuple[Tensor, Tensor], patch_rope: PatchRope) -> None:
         """The block over a token stream, band by band, in place (inference only).
 
@@ -103,7 +103,7 @@ class VECABlock(nn.Module):
 
         Args:
             stream (TokenStream): The K cores (its extra tokens) and the patch tokens.
-            num_cores (int): K.
+            active_cores (int): K.
             core_rope (tuple[Tensor, Tensor]): (B, K, head_dims) RoPE cosines and sines of
                 the cores.
             patch_rope (PatchRope): The patches' RoPE angles, taken band by band (its
@@ -111,8 +111,8 @@ class VECABlock(nn.Module):
         """
         attn = self.attn
         cores = stream.extra
-        if cores is None or cores.shape[1] != num_cores:
-            raise ValueError(f'the stream must hold the {num_cores} cores as its extra tokens')
+        if cores is None or cores.shape[1] != active_cores:
+            raise ValueError(f'the stream must hold the {active_cores} cores as its extra tokens')
         q_cores, k_cores, v_cores = attn.project_tokens(self.norm_attn(cores), *core_rope)
         core_attention = OnlineCoreAttention(q_cores)
         core_attention.add(k_cores, v_cores)

@@ -115,7 +115,7 @@ class WeightFormerBlock(nn.Module):
         Static: one pass, each band's convolution reading one halo row above and below. Dynamic:
         a pass pools LN1 of the stream for the predicted kernels (:class:`AdaptivePoolSums`),
         a second applies the convolution with its halo and sums the dynamic linear layer's
-        pooled products (:meth:`DynamicLinear.partial_delta_sum`), a third applies that
+        pooled products (:meth:`DynamicLinear.delta_sums`), a third applies that
         layer and the rest of the MLP. The result equals :meth:`forward` on the whole grid;
         the stream's bands must start on even rows (the 2 x 2 pooling).
 
@@ -132,7 +132,8 @@ class WeightFormerBlock(nn.Module):
                 self.dwc.delta_from_pooled(pool.result()))
         else:
             conv = self._static_dwconv
-        delta_sum, num_tokens = 0., 0
+        if self.dynamic:
+            delta_sums = self.linear1.delta_sums(hw_shape)
         above = None  # the convolution input of the row above the band, before it was written
         for (start, stop), tokens, mask in stream.segments():
             mixer_in = self._mixer_input(tokens, mask)
@@ -151,11 +152,9 @@ class WeightFormerBlock(nn.Module):
                 stream.write(start, stop, x + self.linear2(self.linear1(self.norm2(x))))
                 continue
             stream.write(start, stop, x)
-            part, count = self.linear1.partial_delta_sum(
-                self.norm2(x), hw_shape, (start, stop), mask)
-            delta_sum, num_tokens = delta_sum + part, num_tokens + count
+            delta_sums.add(self.norm2(x), (start, stop), mask)
         if self.dynamic:
-            delta = self.linear1.delta_from_sum(delta_sum, num_tokens, x.dtype)
+            delta = delta_sums.result()
             for band, x, _ in stream.segments():
                 hidden = self.linear1.apply_delta(self.norm2(x), delta)
                 stream.put(band, x + self.linear2(hidden))

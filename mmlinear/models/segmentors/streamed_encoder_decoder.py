@@ -26,9 +26,9 @@ class StreamedEncoderDecoder(EncoderDecoder):
         model = dict(type='mmlinear.StreamedEncoderDecoder',
                      test_cfg=dict(mode='streamed', mem_limit_gb=4))
 
-    ``test_cfg`` keys of mode 'streamed': ``chunk_rows`` (the backbone's band, patch rows),
-    ``head_rows`` (rows of the head's finest level per band), ``mem_limit_gb``, ``buffer``
-    ('memory' or 'disk'), ``buffer_dir`` and ``progress``, as
+    ``test_cfg`` keys of mode 'streamed': ``band_rows`` (the backbone's band, patch rows;
+    deprecated spelling ``chunk_rows``), ``head_rows`` (rows of the head's finest level per
+    band), ``mem_limit_gb``, ``buffer`` ('memory' or 'disk'), ``buffer_dir`` and ``progress``, as
     :meth:`StreamedSegmentation.logit_bands` takes them.
     """
 

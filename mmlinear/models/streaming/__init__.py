@@ -10,12 +10,12 @@ from .band_progress import BandProgress
 from .band_resize import Span, check_span, crop_band, expand_span, resize_band, source_span
 from .image_rows import ImageRows
 from .memory_model import DEFAULT_BAND_BYTES, GB, BandWorkspace, StreamedMemory, tallest_fitting
-from .token_stream import (BUFFERS, TokenStream, allocate_buffer, band_tokens, check_chunk_rows,
+from .token_stream import (BUFFERS, TokenStream, allocate_buffer, band_tokens, check_band_rows,
                            check_head_rows, row_bands)
 
 __all__ = [
     'BUFFERS', 'DEFAULT_BAND_BYTES', 'GB', 'BandProgress', 'BandWorkspace', 'ImageRows', 'Span',
-    'StreamedMemory', 'TokenStream', 'allocate_buffer', 'band_tokens', 'check_chunk_rows',
+    'StreamedMemory', 'TokenStream', 'allocate_buffer', 'band_tokens', 'check_band_rows',
     'check_head_rows', 'check_span', 'crop_band', 'expand_span', 'resize_band', 'row_bands',
     'source_span', 'tallest_fitting'
 ]

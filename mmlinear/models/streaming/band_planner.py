@@ -6,24 +6,30 @@ from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from torch import Tensor, nn
 
+from mmlinear.utils.deprecation import renamed_keys
 from ..utils import check_choice
 from .memory_model import GB, tallest_fitting
-from .token_stream import BUFFERS, check_chunk_rows, check_head_rows
+from .token_stream import BUFFERS, check_band_rows, check_head_rows
 
 #: The options of a streamed run that a model's ``test_cfg`` may set (segmentation's mode
 #: 'streamed', detection's ``streamed``): what :meth:`StreamedSegmentation.logit_bands` and
 #: :meth:`StreamedDetection.predict` take besides the image and a plan.
-STREAMED_TEST_KEYS = ('chunk_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
+STREAMED_TEST_KEYS = ('band_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
+#: Retired keys of those options -> their new spelling (they keep working for one release,
+#: with a ``FutureWarning``).
+RENAMED_TEST_KEYS = dict(chunk_rows='band_rows')
 
 
 def streamed_test_options(options: Mapping[str, Any], where: str,
                           task_keys: Sequence[str] = ()) -> Dict[str, Any]:
-    """The options of a streamed run read from a ``test_cfg``, checked by name.
+    """The options of a streamed run read from a ``test_cfg``, checked by name; a retired
+    key (:data:`RENAMED_TEST_KEYS`) is taken under its new name, with a ``FutureWarning``.
 
     Args:
         options (Mapping[str, Any]): The options given, keyed by :data:`STREAMED_TEST_KEYS`
             and ``task_keys``.
-        where (str): Where they were given, for the error (``"test_cfg.streamed"``).
+        where (str): Where they were given, for the error and the warning
+            (``"test_cfg.streamed"``).
         task_keys (Sequence[str]): The options of this task alone, allowed beside
             :data:`STREAMED_TEST_KEYS` (detection's ``mask_format``). Defaults to none.
 
@@ -33,11 +39,13 @@ def streamed_test_options(options: Mapping[str, Any], where: str,
     Raises:
         ValueError: A key that is not an option, naming the allowed ones.
     """
+    # The warning names the line that called the model's inference / predict.
+    options = renamed_keys(options, RENAMED_TEST_KEYS, where, stacklevel=3)
     allowed = STREAMED_TEST_KEYS + tuple(task_keys)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f'unknown keys {unknown} in {where}; allowed: {", ".join(allowed)}')
-    return dict(options)
+    return options
 
 
 def streamed_parts(model: nn.Module, task: str) -> Tuple[nn.Module, nn.Module]:
@@ -77,13 +85,13 @@ class BandPlan(NamedTuple):
     """The band heights of a streamed model and its predicted peak memory with them.
 
     Attributes:
-        chunk_rows (int): The backbone's band height (patch rows).
+        band_rows (int): The backbone's band height (patch rows).
         head_rows (int): The heads' band height (rows of their finest level).
         memory (Any): The model's prediction with these heights: an object with
             ``total_bytes`` and ``describe()`` (``StreamedSegmentationMemory``,
             ``StreamedDetectionMemory``).
     """
-    chunk_rows: int
+    band_rows: int
     head_rows: int
     memory: Any
 
@@ -115,7 +123,7 @@ class BandPlanner(ABC):
         return self.backbone.patch_embed.in_channels
 
     @abstractmethod
-    def predict_memory(self, image_shape: Sequence[int], *, chunk_rows: int, head_rows: int,
+    def predict_memory(self, image_shape: Sequence[int], *, band_rows: int, head_rows: int,
                        buffer: str, input_in_memory: bool, **memory_options: int) -> Any:
         """The model's peak memory beyond the weights with these band heights, before any
         work: an object with ``total_bytes``, ``head_band_bytes`` and ``describe()``."""
@@ -127,7 +135,7 @@ class BandPlanner(ABC):
     def plan_bands(self,
                    image_shape: Sequence[int],
                    *,
-                   chunk_rows: Optional[int] = None,
+                   band_rows: Optional[int] = None,
                    head_rows: Optional[int] = None,
                    mem_limit_gb: Optional[float] = None,
                    buffer: str = 'memory',
@@ -142,7 +150,7 @@ class BandPlanner(ABC):
 
         Args:
             image_shape (Sequence[int]): (B, C, H, W).
-            chunk_rows (int, optional): The backbone's band height (patch rows), if given.
+            band_rows (int, optional): The backbone's band height (patch rows), if given.
             head_rows (int, optional): The heads' band height (rows of their finest level).
             mem_limit_gb (float, optional): The limit of the predicted peak.
             buffer (str): 'memory' or 'disk', the backbone's residual stream.
@@ -151,21 +159,21 @@ class BandPlanner(ABC):
                 ``output_bytes``, the whole-image outputs the caller holds).
 
         Returns:
-            BandPlan: (chunk_rows, head_rows, memory).
+            BandPlan: (band_rows, head_rows, memory).
 
         Raises:
             ValueError: A height below 1, or a limit that even one-row bands exceed (with the
                 predicted figure).
         """
-        if chunk_rows is not None:
-            check_chunk_rows(chunk_rows)
+        if band_rows is not None:
+            check_band_rows(band_rows)
         if head_rows is not None:
             check_head_rows(head_rows)
 
         def memory_at(backbone_rows: int, rows: int) -> Any:
             return self.predict_memory(
                 image_shape,
-                chunk_rows=backbone_rows,
+                band_rows=backbone_rows,
                 head_rows=rows,
                 buffer=buffer,
                 input_in_memory=input_in_memory,
@@ -177,35 +185,35 @@ class BandPlanner(ABC):
             return memory.total_bytes <= mem_limit_gb * GB
 
         if mem_limit_gb is not None:
-            needed = memory_at(chunk_rows or self.backbone.stream_row_alignment, 1)
+            needed = memory_at(band_rows or self.backbone.stream_row_alignment, 1)
             if not fits(needed):
                 raise ValueError(f'streamed {self.task} needs {needed.describe()}, limit '
                                  f"{mem_limit_gb:g} GB: raise mem_limit_gb, or use "
                                  f"buffer='disk' or an image read by rows from a file")
-        chunk_rows = self.backbone.pick_chunk_rows(image_shape, chunk_rows, mem_limit_gb, buffer,
-                                                   input_in_memory)
+        band_rows = self.backbone.pick_band_rows(image_shape, band_rows, mem_limit_gb, buffer,
+                                                 input_in_memory)
         if head_rows is not None and mem_limit_gb is None:
-            return BandPlan(chunk_rows, head_rows, memory_at(chunk_rows, head_rows))
+            return BandPlan(band_rows, head_rows, memory_at(band_rows, head_rows))
         # The tallest head band that fits (the prediction grows with the band); without a
         # limit, even one row may pass the mark, and one row it is then. The predictions are
         # kept, so the plan's is the one its search found, not made twice.
-        predicted = {1: memory_at(chunk_rows, 1)}
+        predicted = {1: memory_at(band_rows, 1)}
 
         def head_band_fits(rows: int) -> bool:
-            predicted[rows] = predicted.get(rows) or memory_at(chunk_rows, rows)
+            predicted[rows] = predicted.get(rows) or memory_at(band_rows, rows)
             return fits(predicted[rows])
 
         rows = 1
         if fits(predicted[1]):
             finest = self.finest_rows(image_shape)
             rows = tallest_fitting(1, min(head_rows or finest, finest), head_band_fits)
-        return BandPlan(chunk_rows, rows, predicted[rows])
+        return BandPlan(band_rows, rows, predicted[rows])
 
     def start(self,
               image: Any,
               plan: Optional[BandPlan] = None,
               *,
-              chunk_rows: Optional[int] = None,
+              band_rows: Optional[int] = None,
               head_rows: Optional[int] = None,
               mem_limit_gb: Optional[float] = None,
               buffer: str = 'memory',
@@ -217,7 +225,7 @@ class BandPlanner(ABC):
                 detection).
             plan (BandPlan, optional): Heights planned beforehand (by :meth:`plan_bands`
                 with the same image and options); None plans them here.
-            chunk_rows, head_rows, mem_limit_gb, buffer, **memory_options: As
+            band_rows, head_rows, mem_limit_gb, buffer, **memory_options: As
                 :meth:`plan_bands` takes them (``plan`` given: only ``buffer`` is used).
 
         Returns:
@@ -239,7 +247,7 @@ class BandPlanner(ABC):
         if plan is None:
             plan = self.plan_bands(
                 shape,
-                chunk_rows=chunk_rows,
+                band_rows=band_rows,
                 head_rows=head_rows,
                 mem_limit_gb=mem_limit_gb,
                 buffer=buffer,

@@ -119,7 +119,7 @@ class StreamedDetection(BandPlanner):
     def predict_memory(self,
                        image_shape: Sequence[int],
                        *,
-                       chunk_rows: int,
+                       band_rows: int,
                        head_rows: int,
                        buffer: str = 'memory',
                        input_in_memory: bool = True) -> StreamedDetectionMemory:
@@ -128,7 +128,7 @@ class StreamedDetection(BandPlanner):
 
         Args:
             image_shape (Sequence[int]): (1, C, H, W).
-            chunk_rows (int): The backbone's band height (patch rows).
+            band_rows (int): The backbone's band height (patch rows).
             head_rows (int): Rows of a pyramid level per band (neck, RPN, RoI reads).
             buffer (str): Where the backbone's stream and map and the pyramid live.
             input_in_memory (bool): Whether the normalised image is one tensor in memory.
@@ -137,7 +137,7 @@ class StreamedDetection(BandPlanner):
             StreamedDetectionMemory: The parts and the total.
         """
         backbone = self.backbone.predict_streamed_memory(
-            image_shape, chunk_rows=chunk_rows, buffer=buffer, input_in_memory=input_in_memory)
+            image_shape, band_rows=band_rows, buffer=buffer, input_in_memory=input_in_memory)
         itemsize = self.backbone.patch_embed.projection.weight.element_size()
         map_shape = self.backbone.grid_shape(image_shape)
         map_channels = self.backbone.embed_dims
@@ -181,7 +181,7 @@ class StreamedDetection(BandPlanner):
                 image: Any,
                 plan: Optional[BandPlan] = None,
                 *,
-                chunk_rows: Optional[int] = None,
+                band_rows: Optional[int] = None,
                 head_rows: Optional[int] = None,
                 mem_limit_gb: Optional[float] = None,
                 buffer: str = 'memory',
@@ -199,7 +199,7 @@ class StreamedDetection(BandPlanner):
             plan (BandPlan, optional): The band heights, planned beforehand by
                 :meth:`plan_bands` for this image and these options; None (the default)
                 plans them from the options below.
-            chunk_rows (int, optional): The backbone's band height (patch rows).
+            band_rows (int, optional): The backbone's band height (patch rows).
             head_rows (int, optional): Rows of a pyramid level per band.
             mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak
                 (:meth:`predict_memory`) fits; refused before any work when none does.
@@ -236,15 +236,15 @@ class StreamedDetection(BandPlanner):
         shape, plan = self.start(
             image,
             plan,
-            chunk_rows=chunk_rows,
+            band_rows=band_rows,
             head_rows=head_rows,
             mem_limit_gb=mem_limit_gb,
             buffer=buffer)
-        chunk_rows, head_rows = plan.chunk_rows, plan.head_rows
+        band_rows, head_rows = plan.band_rows, plan.head_rows
         if img_meta is None:
             img_meta = dict(img_shape=shape[2:], ori_shape=shape[2:], scale_factor=(1.0, 1.0))
         with torch.no_grad():
-            pyramid = self._pyramid(image, chunk_rows, head_rows, buffer, buffer_dir, progress)
+            pyramid = self._pyramid(image, band_rows, head_rows, buffer, buffer_dir, progress)
             weight = self.backbone.patch_embed.projection.weight
             shapes = [tuple(level.shape[2:]) for level in pyramid]
 
@@ -273,12 +273,12 @@ class StreamedDetection(BandPlanner):
                 bar.advance()
         return results
 
-    def _pyramid(self, image: Any, chunk_rows: int, head_rows: int, buffer: str,
+    def _pyramid(self, image: Any, band_rows: int, head_rows: int, buffer: str,
                  buffer_dir: Optional[str], progress: Optional[bool]) -> list:
         """The neck's levels for the whole image, made band by band from the streamed map."""
         weight = self.backbone.patch_embed.projection.weight
         feats = self.backbone.forward_streamed(
-            image, chunk_rows=chunk_rows, buffer=buffer, buffer_dir=buffer_dir, progress=progress)
+            image, band_rows=band_rows, buffer=buffer, buffer_dir=buffer_dir, progress=progress)
         feature_map = feats[self.neck.in_index]
         del feats
         map_shape = tuple(feature_map.shape[2:])

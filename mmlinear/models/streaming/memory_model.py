@@ -35,13 +35,13 @@ class StreamedMemory(NamedTuple):
         output_bytes (int): The dense outputs held in memory.
         band_bytes (int): The widest moment of a band pass: its activations and the band of
             pixels it embeds.
-        chunk_rows (int): The band height (patch rows) of the prediction.
+        band_rows (int): The band height (patch rows) of the prediction.
     """
     input_bytes: int
     stream_bytes: int
     output_bytes: int
     band_bytes: int
-    chunk_rows: int
+    band_rows: int
 
     @property
     def total_bytes(self) -> int:
@@ -52,10 +52,10 @@ class StreamedMemory(NamedTuple):
         """str: The total and its parts, in GB."""
         return (f'{self.total_bytes / GB:.2f} GB (input {self.input_bytes / GB:.2f}, stream '
                 f'{self.stream_bytes / GB:.2f}, outputs {self.output_bytes / GB:.2f}, bands of '
-                f'{self.chunk_rows} patch rows {self.band_bytes / GB:.2f})')
+                f'{self.band_rows} patch rows {self.band_bytes / GB:.2f})')
 
 
-#: The band height picked without ``chunk_rows``, ``head_rows`` and a memory limit: the tallest
+#: The band height picked without ``band_rows``, ``head_rows`` and a memory limit: the tallest
 #: band whose pass holds at most this many bytes (256 MiB).
 DEFAULT_BAND_BYTES = 2**28
 

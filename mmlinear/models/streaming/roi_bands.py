@@ -42,8 +42,8 @@ def roi_row_spans(rois: Tensor, spatial_scale: float, aligned: bool,
     return first, torch.maximum(stop, first + 1).clamp(max=height)
 
 
-def group_rows(first: Tensor, stop: Tensor, band_rows: int) -> List[Tuple[Tensor, Span]]:
-    """Group RoIs, sorted by their first row, into spans of at most ``band_rows`` rows (or one
+def group_rows(first: Tensor, stop: Tensor, head_rows: int) -> List[Tuple[Tensor, Span]]:
+    """Group RoIs, sorted by their first row, into spans of at most ``head_rows`` rows (or one
     RoI's own rows where it is taller).
 
     Returns:
@@ -55,7 +55,7 @@ def group_rows(first: Tensor, stop: Tensor, band_rows: int) -> List[Tuple[Tensor
     members: List[int] = []
     start = end = 0
     for index in order:
-        allowed = max(band_rows, stops[index] - firsts[index])
+        allowed = max(head_rows, stops[index] - firsts[index])
         if members and max(end, stops[index]) - start > allowed:
             groups.append((torch.tensor(members, dtype=torch.long), (start, end)))
             members = []
@@ -69,12 +69,12 @@ def group_rows(first: Tensor, stop: Tensor, band_rows: int) -> List[Tuple[Tensor
 
 
 def extract_roi_bands(extractor: nn.Module, read_level: Callable[[int, Span], Tensor],
-                      level_shapes: Sequence[Shape], rois: Tensor, band_rows: int) -> Tensor:
+                      level_shapes: Sequence[Shape], rois: Tensor, head_rows: int) -> Tensor:
     """What mmdet's ``SingleRoIExtractor(feats, rois)`` returns, reading each level only in
     the row spans its RoIs cover.
 
     The RoIs go to levels by the extractor's own ``map_roi_levels``; on each level they are
-    grouped into spans of at most ``band_rows`` rows (:func:`group_rows`), and the level's
+    grouped into spans of at most ``head_rows`` rows (:func:`group_rows`), and the level's
     ``RoIAlign`` runs on each span with the RoIs shifted to it (:func:`roi_row_spans`).
 
     Args:
@@ -83,7 +83,7 @@ def extract_roi_bands(extractor: nn.Module, read_level: Callable[[int, Span], Te
             contiguous (1, C, rows, W_level) tensor.
         level_shapes (Sequence[tuple[int, int]]): (H, W) of the levels.
         rois (Tensor): (K, 5) RoIs of one image (batch index 0).
-        band_rows (int): Rows of a level read at once (at least one RoI's own rows).
+        head_rows (int): Rows of a level read at once (at least one RoI's own rows).
 
     Returns:
         Tensor: (K, out_channels, *output_size) features.
@@ -106,7 +106,7 @@ def extract_roi_bands(extractor: nn.Module, read_level: Callable[[int, Span], Te
         stride = 1 / layer.spatial_scale
         if stride != 2**round(math.log2(stride)):
             raise ValueError(f'RoI bands need power-of-two strides, got {stride:g}')
-        for members, span in group_rows(first, stop, band_rows):
+        for members, span in group_rows(first, stop, head_rows):
             shifted = level_rois[members].clone()
             shifted[:, [2, 4]] -= span[0] * stride
             features[indices[members]] = layer(read_level(level, span), shifted)

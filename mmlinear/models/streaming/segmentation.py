@@ -115,7 +115,7 @@ class StreamedSegmentation(BandPlanner):
     def predict_memory(self,
                        image_shape: Sequence[int],
                        *,
-                       chunk_rows: int,
+                       band_rows: int,
                        head_rows: int,
                        buffer: str = 'memory',
                        input_in_memory: bool = True,
@@ -124,7 +124,7 @@ class StreamedSegmentation(BandPlanner):
 
         Args:
             image_shape (Sequence[int]): (B, C, H, W).
-            chunk_rows (int): The backbone's band height (patch rows).
+            band_rows (int): The backbone's band height (patch rows).
             head_rows (int): Rows of the head's finest level per band.
             buffer (str): Where the backbone's stream and map live ('memory' or 'disk').
             input_in_memory (bool): Whether the normalised image is one tensor in memory.
@@ -134,7 +134,7 @@ class StreamedSegmentation(BandPlanner):
             StreamedSegmentationMemory: The parts and the total.
         """
         backbone = self.backbone.predict_streamed_memory(
-            image_shape, chunk_rows=chunk_rows, buffer=buffer, input_in_memory=input_in_memory)
+            image_shape, band_rows=band_rows, buffer=buffer, input_in_memory=input_in_memory)
         B, W = image_shape[0], image_shape[3]
         itemsize = self.backbone.patch_embed.projection.weight.element_size()
         head = self._head_bands(self._map_shape(image_shape))
@@ -148,7 +148,7 @@ class StreamedSegmentation(BandPlanner):
                     image: Any,
                     plan: Optional[BandPlan] = None,
                     *,
-                    chunk_rows: Optional[int] = None,
+                    band_rows: Optional[int] = None,
                     head_rows: Optional[int] = None,
                     mem_limit_gb: Optional[float] = None,
                     buffer: str = 'memory',
@@ -162,7 +162,7 @@ class StreamedSegmentation(BandPlanner):
                 preprocessor normalises them (a tensor, or an array read by rows; see
                 :meth:`BasePlainBackbone.forward_streamed`), with the padding mask attached
                 as the preprocessor attaches it, if any.
-            chunk_rows (int, optional): The backbone's band height (patch rows).
+            band_rows (int, optional): The backbone's band height (patch rows).
             head_rows (int, optional): Rows of the head's finest level per band.
             mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak
                 (:meth:`predict_memory`) fits; refused before any work when none does.
@@ -180,20 +180,16 @@ class StreamedSegmentation(BandPlanner):
         shape, plan = self.start(
             image,
             plan,
-            chunk_rows=chunk_rows,
+            band_rows=band_rows,
             head_rows=head_rows,
             mem_limit_gb=mem_limit_gb,
             buffer=buffer,
             output_bytes=output_bytes)
-        chunk_rows, head_rows = plan.chunk_rows, plan.head_rows
+        band_rows, head_rows = plan.band_rows, plan.head_rows
         weight = self.backbone.patch_embed.projection.weight
         with torch.no_grad():
             feats = self.backbone.forward_streamed(
-                image,
-                chunk_rows=chunk_rows,
-                buffer=buffer,
-                buffer_dir=buffer_dir,
-                progress=progress)
+                image, band_rows=band_rows, buffer=buffer, buffer_dir=buffer_dir, progress=progress)
             feature_map = feats[self.neck.in_index]
             map_shape = tuple(feature_map.shape[2:])
             del feats

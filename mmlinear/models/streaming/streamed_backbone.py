@@ -6,12 +6,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mmlinear.utils.deprecation import renamed_arguments
 from ..utils import autocast_dtype, check_choice, pixel_to_token_mask, resolve_padding_mask
 from .band_progress import BandProgress
 from .image_rows import ImageRows
 from .memory_model import DEFAULT_BAND_BYTES, GB, BandWorkspace, StreamedMemory, tallest_fitting
 from .token_output import format_output
-from .token_stream import BUFFERS, TokenStream, check_chunk_rows, row_bands
+from .token_stream import BUFFERS, TokenStream, check_band_rows, row_bands
 
 
 class EmbedSetup(NamedTuple):
@@ -44,7 +45,7 @@ class StreamedBackboneMixin:
     #: Bands of the token grid start on multiples of this (WeightFormer's 2 x 2 pooling: 2).
     stream_row_alignment: int = 1
 
-    #: The band height :meth:`forward_streamed` picks without ``chunk_rows`` and
+    #: The band height :meth:`forward_streamed` picks without ``band_rows`` and
     #: ``mem_limit_gb``: the tallest whose band pass holds at most this many bytes.
     default_band_bytes: int = DEFAULT_BAND_BYTES
 
@@ -57,10 +58,11 @@ class StreamedBackboneMixin:
         """The width of block ``index``'s output as :meth:`forward_streamed` returns it."""
         return self.embed_dims
 
+    @renamed_arguments(chunk_rows='band_rows')
     def predict_streamed_memory(self,
                                 image_shape: Sequence[int],
                                 *,
-                                chunk_rows: int,
+                                band_rows: int,
                                 buffer: str = 'memory',
                                 input_in_memory: bool = True,
                                 input_dtype: Optional[torch.dtype] = None,
@@ -77,8 +79,8 @@ class StreamedBackboneMixin:
 
         Args:
             image_shape (Sequence[int]): (B, C_in, H, W).
-            chunk_rows (int): Patch rows per band (aligned as :meth:`forward_streamed`
-                aligns them).
+            band_rows (int): Patch rows per band (aligned as :meth:`forward_streamed`
+                aligns them; deprecated spelling ``chunk_rows``).
             buffer (str): 'memory' or 'disk' (mapped files: not counted). Defaults to
                 'memory'.
             input_in_memory (bool): Count the image (a tensor) rather than reading it by rows
@@ -104,7 +106,7 @@ class StreamedBackboneMixin:
         itemsize = weight.element_size()
         input_itemsize = torch.empty((), dtype=input_dtype or weight.dtype).element_size()
         compute_itemsize = torch.empty((), dtype=compute_dtype).element_size()
-        band = row_bands(grid_h, chunk_rows, self.stream_row_alignment)[0]
+        band = row_bands(grid_h, band_rows, self.stream_row_alignment)[0]
         band_tokens = B * (band[1] - band[0]) * grid_w
         # The rows read and their padded copy; then that copy and the gathered patches.
         pixels = 2 * in_channels * p * p
@@ -120,21 +122,21 @@ class StreamedBackboneMixin:
             band_bytes=band_tokens *
             (self._stream_workspace_per_token().bytes_per_token(itemsize, compute_itemsize) +
              pixels * itemsize),
-            chunk_rows=band[1] - band[0])
+            band_rows=band[1] - band[0])
 
-    def pick_chunk_rows(self,
-                        image_shape: Sequence[int],
-                        chunk_rows: Optional[int] = None,
-                        mem_limit_gb: Optional[float] = None,
-                        buffer: str = 'memory',
-                        input_in_memory: bool = True,
-                        compute_dtype: Optional[torch.dtype] = None) -> int:
+    def pick_band_rows(self,
+                       image_shape: Sequence[int],
+                       band_rows: Optional[int] = None,
+                       mem_limit_gb: Optional[float] = None,
+                       buffer: str = 'memory',
+                       input_in_memory: bool = True,
+                       compute_dtype: Optional[torch.dtype] = None) -> int:
         """The band height :meth:`forward_streamed` runs with.
 
         Args:
             image_shape (Sequence[int]): (B, C_in, H, W).
-            chunk_rows (int, optional): The height asked for, taken as it is without a limit.
-            mem_limit_gb (float, optional): Take the tallest band (at most ``chunk_rows``)
+            band_rows (int, optional): The height asked for, taken as it is without a limit.
+            mem_limit_gb (float, optional): Take the tallest band (at most ``band_rows``)
                 whose predicted peak fits; refuse (ValueError, with the predicted figure)
                 when none does.
             buffer (str): As :meth:`predict_streamed_memory`. Defaults to 'memory'.
@@ -143,13 +145,13 @@ class StreamedBackboneMixin:
                 Defaults to None (the calling context's autocast).
 
         Returns:
-            int: Patch rows per band; without ``chunk_rows`` and ``mem_limit_gb``, the tallest
+            int: Patch rows per band; without ``band_rows`` and ``mem_limit_gb``, the tallest
             band whose pass holds at most :attr:`default_band_bytes`.
         """
-        if chunk_rows is not None and mem_limit_gb is None:
-            return chunk_rows
+        if band_rows is not None and mem_limit_gb is None:
+            return band_rows
         grid_h = self.grid_shape(image_shape)[0]
-        tallest = grid_h if chunk_rows is None else row_bands(grid_h, chunk_rows)[0][1]
+        tallest = grid_h if band_rows is None else row_bands(grid_h, band_rows)[0][1]
 
         def fits(memory: StreamedMemory) -> bool:
             if mem_limit_gb is None:
@@ -159,7 +161,7 @@ class StreamedBackboneMixin:
         def memory_at(rows: int) -> StreamedMemory:
             return self.predict_streamed_memory(
                 image_shape,
-                chunk_rows=rows,
+                band_rows=rows,
                 buffer=buffer,
                 input_in_memory=input_in_memory,
                 compute_dtype=compute_dtype)
@@ -199,11 +201,12 @@ class StreamedBackboneMixin:
         return format_output(self.out_type, extra, bands, stream.hw_shape,
                              stream.token_padding_mask, stream.buffer, stream.buffer_dir)
 
+    @renamed_arguments(chunk_rows='band_rows')
     def forward_streamed(self,
                          x: Any,
                          padding_mask: Optional[Tensor] = None,
                          *,
-                         chunk_rows: Optional[int] = None,
+                         band_rows: Optional[int] = None,
                          mem_limit_gb: Optional[float] = None,
                          buffer: str = 'memory',
                          buffer_dir: Optional[str] = None,
@@ -222,12 +225,12 @@ class StreamedBackboneMixin:
                 at a time.
             padding_mask (Tensor, optional): (B, H, W) bool, True on padded pixels, as
                 :meth:`forward` takes it. Defaults to None (or the mask attached to ``x``).
-            chunk_rows (int, optional): Patch rows per band, >= 1; taller than the grid means
-                one band. A backbone may round it to its alignment
-                (:attr:`stream_row_alignment`); the result does not depend on it. Defaults to
-                None: the tallest band that ``mem_limit_gb`` allows, or without a limit the
-                tallest whose band pass holds at most :attr:`default_band_bytes`.
-            mem_limit_gb (float, optional): Pick the tallest band (at most ``chunk_rows``)
+            band_rows (int, optional): Patch rows per band, >= 1 (deprecated spelling
+                ``chunk_rows``); taller than the grid means one band. A backbone may round it
+                to its alignment (:attr:`stream_row_alignment`); the result does not depend on
+                it. Defaults to None: the tallest band that ``mem_limit_gb`` allows, or without
+                a limit the tallest whose band pass holds at most :attr:`default_band_bytes`.
+            mem_limit_gb (float, optional): Pick the tallest band (at most ``band_rows``)
                 whose predicted peak (:meth:`predict_streamed_memory`) fits; a limit that no
                 band meets is refused before any work, with the predicted figure. Defaults
                 to None.
@@ -254,10 +257,10 @@ class StreamedBackboneMixin:
         p = self.patch_size
         if H < p or W < p:
             raise ValueError(f'images must be at least one patch ({p}x{p}) large, got {H}x{W}')
-        if chunk_rows is not None:
-            check_chunk_rows(chunk_rows)
-        chunk_rows = self.pick_chunk_rows(image.shape, chunk_rows, mem_limit_gb, buffer,
-                                          isinstance(x, Tensor))
+        if band_rows is not None:
+            check_band_rows(band_rows)
+        band_rows = self.pick_band_rows(image.shape, band_rows, mem_limit_gb, buffer,
+                                        isinstance(x, Tensor))
         weight = self.patch_embed.projection.weight
         padding_mask = resolve_padding_mask(x, padding_mask)
         token_padding_mask = None
@@ -276,7 +279,7 @@ class StreamedBackboneMixin:
                 weight.dtype,
                 weight.device,
                 token_padding_mask,
-                chunk_rows,
+                band_rows,
                 self.stream_row_alignment,
                 buffer,
                 buffer_dir,

@@ -47,11 +47,11 @@ def allocate_buffer(shape: Sequence[int],
     return tensor.view(dtype) if view_dtype is not None else tensor
 
 
-def check_chunk_rows(chunk_rows: int) -> None:
-    """Raise a ValueError unless ``chunk_rows`` (patch rows per band) is an integer >= 1."""
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-        raise ValueError(f'chunk_rows must be an integer >= 1 (patch rows per band), got '
-                         f'{chunk_rows!r}')
+def check_band_rows(band_rows: int) -> None:
+    """Raise a ValueError unless ``band_rows`` (patch rows per band) is an integer >= 1."""
+    if isinstance(band_rows, bool) or not isinstance(band_rows, int) or band_rows < 1:
+        raise ValueError(f'band_rows must be an integer >= 1 (patch rows per band), got '
+                         f'{band_rows!r}')
 
 
 def check_head_rows(head_rows: int) -> None:
@@ -62,12 +62,12 @@ def check_head_rows(head_rows: int) -> None:
                          f'band), got {head_rows!r}')
 
 
-def row_bands(num_rows: int, chunk_rows: int, align: int = 1) -> List[Tuple[int, int]]:
+def row_bands(num_rows: int, band_rows: int, align: int = 1) -> List[Tuple[int, int]]:
     """Split the rows [0, num_rows) into consecutive bands.
 
     Args:
         num_rows (int): Rows of the token grid.
-        chunk_rows (int): The band height asked for, >= 1; taller than the grid means one
+        band_rows (int): The band height asked for, >= 1; taller than the grid means one
             band.
         align (int): Every band but the last starts and ends on a multiple of ``align``
             (WeightFormer's 2 x 2 pooling needs even rows): the height is rounded down to a
@@ -76,8 +76,8 @@ def row_bands(num_rows: int, chunk_rows: int, align: int = 1) -> List[Tuple[int,
     Returns:
         list[tuple[int, int]]: (start, stop) of each band, covering every row once.
     """
-    check_chunk_rows(chunk_rows)
-    height = max(align, chunk_rows // align * align)
+    check_band_rows(band_rows)
+    height = max(align, band_rows // align * align)
     return [(start, min(start + height, num_rows)) for start in range(0, num_rows, height)]
 
 
@@ -115,7 +115,7 @@ class TokenStream:
         dtype (torch.dtype): The tokens' dtype.
         device (torch.device): Where bands are computed.
         token_padding_mask (Tensor, optional): (B, N) bool, True on padded patches.
-        chunk_rows (int): The band height asked for (see :func:`row_bands`).
+        band_rows (int): The band height asked for (see :func:`row_bands`).
         align (int): The band alignment (see :func:`row_bands`). Defaults to 1.
         buffer (str): 'memory' or 'disk'. Defaults to 'memory'.
         buffer_dir (str, optional): The folder of a 'disk' buffer. Defaults to None.
@@ -131,7 +131,7 @@ class TokenStream:
                  dtype: torch.dtype,
                  device: torch.device,
                  token_padding_mask: Optional[Tensor],
-                 chunk_rows: int,
+                 band_rows: int,
                  align: int = 1,
                  buffer: str = 'memory',
                  buffer_dir: Optional[str] = None,
@@ -143,7 +143,7 @@ class TokenStream:
         self.buffer = buffer
         self.buffer_dir = buffer_dir
         self.token_padding_mask = token_padding_mask
-        self.bands = row_bands(self.hw_shape[0], chunk_rows, align)
+        self.bands = row_bands(self.hw_shape[0], band_rows, align)
         self.patches = allocate_buffer((batch, self.hw_shape[0] * self.hw_shape[1], embed_dims),
                                        dtype, buffer, buffer_dir)
         self.extra: Optional[Tensor] = None

@@ -66,13 +66,13 @@ class UPerHeadBands:
         """The output sizes of the pyramid pooling's adaptive pools."""
         return [int(scale[0].output_size) for scale in self.head.psp_modules]
 
-    def pool(self, band_rows: int) -> None:
+    def pool(self, head_rows: int) -> None:
         """Pool the whole top level (the pyramid pooling module's pools and 1 x 1
-        convolutions), reading it in bands of ``band_rows`` rows."""
+        convolutions), reading it in bands of ``head_rows`` rows."""
         top = len(self.levels) - 1
         sums = [AdaptivePoolSums(self.shapes[top], scale) for scale in self.pool_scales]
         dtype = None
-        for span in row_bands(self.shapes[top][0], band_rows):
+        for span in row_bands(self.shapes[top][0], head_rows):
             band = self.read(top, span)
             dtype = band.dtype
             for pool_sums in sums:

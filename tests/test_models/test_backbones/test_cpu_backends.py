@@ -56,7 +56,7 @@ def test_a_measured_choice_serves_whole_and_streamed_alike(name, monkeypatch):
     forget_choices()
     with torch.no_grad():
         whole = model(x)[-1]
-        streamed = model.forward_streamed(x, chunk_rows=2)[-1]
+        streamed = model.forward_streamed(x, band_rows=2)[-1]
     kinds = {key[1] for key in cpu_choices()}
     assert kinds == ({'gelu', None} if name == 'weightformer' else {'swiglu', None})
     torch.testing.assert_close(streamed, whole, atol=1e-5, rtol=1e-5)

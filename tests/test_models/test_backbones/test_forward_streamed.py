@@ -59,50 +59,50 @@ def assert_streamed_equals_whole(model, x, mask=None, tol=1e-12, **kwargs):
 
 
 @pytest.mark.parametrize('out_type', ['featmap', 'cls_token', 'avg_featmap', 'raw'])
-@pytest.mark.parametrize('chunk_rows', [1, 3, 100])
+@pytest.mark.parametrize('band_rows', [1, 3, 100])
 @pytest.mark.parametrize('masked', [False, True])
-def test_linear_infvit_streamed_equals_forward_in_float64(out_type, chunk_rows, masked):
+def test_linear_infvit_streamed_equals_forward_in_float64(out_type, band_rows, masked):
     """One patch row, a height that does not divide the 10-row grid, and more than the grid;
     an odd image (77 x 61, partial patches) whose position table is interpolated from 6 x 6;
     with a padding mask the positions are those of each image's valid region."""
     model = infvit(out_type=out_type)
     mask = pixel_padding_mask([(77, 61), (45, 30)], (77, 61)) if masked else None
-    assert_streamed_equals_whole(model, image(), mask, chunk_rows=chunk_rows)
+    assert_streamed_equals_whole(model, image(), mask, band_rows=band_rows)
 
 
 def test_linear_infvit_streamed_equals_forward_in_float32():
     model = infvit(torch.float32, arch='infvit-demo', out_type='featmap', out_indices=(1, 3))
     x = image((1, 3, 130, 98), torch.float32)
-    assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
+    assert_streamed_equals_whole(model, x, tol=1e-5, band_rows=4)
 
 
 @pytest.mark.parametrize('out_type', ['featmap', 'avg_featmap'])
-@pytest.mark.parametrize('chunk_rows', [1, 3, 100])
+@pytest.mark.parametrize('band_rows', [1, 3, 100])
 @pytest.mark.parametrize('masked', [False, True])
 @pytest.mark.parametrize('size', [(77, 61), (69, 45)])
-def test_weightformer_streamed_equals_forward_in_float64(out_type, chunk_rows, masked, size):
+def test_weightformer_streamed_equals_forward_in_float64(out_type, band_rows, masked, size):
     """Grids of 10 x 8 and 9 x 6 (an odd last row, left out of the 2 x 2 pooling); band
     heights are rounded to even rows internally, one row asked for included."""
     model = weightformer(out_type=out_type)
     mask = pixel_padding_mask([size, (45, 30)], size) if masked else None
-    assert_streamed_equals_whole(model, image((2, 3, *size)), mask, chunk_rows=chunk_rows)
+    assert_streamed_equals_whole(model, image((2, 3, *size)), mask, band_rows=band_rows)
 
 
 def test_weightformer_streamed_equals_forward_in_float32():
     model = weightformer(torch.float32, out_type='featmap', out_indices=(0, 4))
     x = image((1, 3, 150, 98), torch.float32)
-    assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
+    assert_streamed_equals_whole(model, x, tol=1e-5, band_rows=4)
 
 
 @pytest.mark.parametrize('out_type', ['featmap', 'cls_token'])
-@pytest.mark.parametrize('chunk_rows', [1, 3, 100])
+@pytest.mark.parametrize('band_rows', [1, 3, 100])
 @pytest.mark.parametrize('masked', [False, True])
-def test_veca_streamed_equals_forward_in_float64(out_type, chunk_rows, masked):
+def test_veca_streamed_equals_forward_in_float64(out_type, band_rows, masked):
     """The cores move between blocks; the patches' RoPE angles are those of each image's
     valid grid under a mask."""
     model = veca(out_type=out_type, active_cores=16)
     mask = pixel_padding_mask([(77, 61), (45, 30)], (77, 61)) if masked else None
-    assert_streamed_equals_whole(model, image(), mask, chunk_rows=chunk_rows)
+    assert_streamed_equals_whole(model, image(), mask, band_rows=band_rows)
 
 
 def test_veca_budget_and_output_projection_stream_too():
@@ -112,18 +112,18 @@ def test_veca_budget_and_output_projection_stream_too():
     x = image()
     with torch.no_grad():
         expected = model(x, active_cores=8)
-    streamed = model.forward_streamed(x, chunk_rows=4, active_cores=8)
+    streamed = model.forward_streamed(x, band_rows=4, active_cores=8)
     assert streamed[-1].shape == (2, 48, 10, 8)
     for got, want in zip(streamed, expected):
         assert max_relative_error(got, want) <= 1e-12
     with pytest.raises(ValueError, match=r'active_cores must be one of \(8, 16'):
-        model.forward_streamed(x, chunk_rows=4, active_cores=12)
+        model.forward_streamed(x, band_rows=4, active_cores=12)
 
 
 def test_veca_streamed_equals_forward_in_float32():
     model = veca(torch.float32, arch='small', out_type='featmap', out_indices=(3, 11))
     x = image((1, 3, 130, 98), torch.float32)
-    assert_streamed_equals_whole(model, x, tol=1e-5, chunk_rows=4)
+    assert_streamed_equals_whole(model, x, tol=1e-5, band_rows=4)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_veca_streamed_equals_forward_in_float32():
      dict(qkv_bias=False),
      dict(attn_type='none')])
 def test_streamed_forward_covers_the_attention_options(options):
-    assert_streamed_equals_whole(infvit(**options), image(), chunk_rows=2)
+    assert_streamed_equals_whole(infvit(**options), image(), band_rows=2)
 
 
 class RecordingProgress:
@@ -162,8 +162,8 @@ class RecordingProgress:
     infvit, lambda: infvit(attn_type='none'), weightformer, veca,
     lambda: veca(out_type='featmap', out_indices=(1, ))
 ])
-@pytest.mark.parametrize('chunk_rows', [1, 3])
-def test_progress_counts_every_pass_of_every_layer_in_patch_rows(monkeypatch, build, chunk_rows):
+@pytest.mark.parametrize('band_rows', [1, 3])
+def test_progress_counts_every_pass_of_every_layer_in_patch_rows(monkeypatch, build, band_rows):
     """The bar's total is the grid's rows times the passes the blocks declare, and each block
     starts exactly where the rows its predecessors counted end: a block whose declared passes
     differ from the passes it makes moves the next block's start."""
@@ -171,7 +171,7 @@ def test_progress_counts_every_pass_of_every_layer_in_patch_rows(monkeypatch, bu
                         RecordingProgress)
     RecordingProgress.runs.clear()
     model = build()
-    model.forward_streamed(image((1, 3, 77, 61)), chunk_rows=chunk_rows)
+    model.forward_streamed(image((1, 3, 77, 61)), band_rows=band_rows)
     (bar, ) = RecordingProgress.runs
     rows = 10  # ceil(77 / 8)
     expected_starts, done = [('embedding', 0)], rows
@@ -187,11 +187,11 @@ def test_native_grid_and_attached_mask():
     data preprocessors is found as forward finds it."""
     model = infvit(out_type='featmap')
     x = image((2, 3, 48, 48))
-    assert_streamed_equals_whole(model, x, chunk_rows=2)
+    assert_streamed_equals_whole(model, x, band_rows=2)
     x.padding_mask = pixel_padding_mask([(48, 48), (20, 41)], (48, 48))
     with torch.no_grad():
         expected = model(x)
-    streamed = model.forward_streamed(x, chunk_rows=2)
+    streamed = model.forward_streamed(x, band_rows=2)
     assert max_relative_error(streamed[-1], expected[-1]) <= 1e-12
 
 
@@ -206,7 +206,7 @@ def test_array_like_input_read_by_rows(tmp_path):
     source = np.memmap(path, dtype=np.float32, mode='r', shape=tuple(x.shape))
     with torch.no_grad():
         expected = model(x)
-    streamed = model.forward_streamed(source, chunk_rows=3)
+    streamed = model.forward_streamed(source, band_rows=3)
     assert max_relative_error(streamed[-1], expected[-1]) <= 1e-5
 
 
@@ -215,18 +215,18 @@ def test_disk_buffer_leaves_no_file_behind(tmp_path):
     stays empty while the outputs are in use, and after a failing call too."""
     model = infvit(out_type='raw')
     streamed = assert_streamed_equals_whole(
-        model, image(), chunk_rows=3, buffer='disk', buffer_dir=str(tmp_path))
+        model, image(), band_rows=3, buffer='disk', buffer_dir=str(tmp_path))
     assert os.listdir(tmp_path) == []
     assert streamed[0].sum().isfinite()  # still readable
     broken = torch.full((2, 3, 77, 61), float('nan'), dtype=torch.float64)
     with pytest.raises(TypeError, match='floating-point'):
         model.forward_streamed(
-            broken.to(torch.int64), chunk_rows=3, buffer='disk', buffer_dir=str(tmp_path))
+            broken.to(torch.int64), band_rows=3, buffer='disk', buffer_dir=str(tmp_path))
     # A failure in the middle of the block loop (here: the head) leaves nothing either.
     model.final_norm.register_forward_hook(lambda *args:
                                            (_ for _ in ()).throw(RuntimeError('head failed')))
     with pytest.raises(RuntimeError, match='head failed'):
-        model.forward_streamed(image(), chunk_rows=3, buffer='disk', buffer_dir=str(tmp_path))
+        model.forward_streamed(image(), band_rows=3, buffer='disk', buffer_dir=str(tmp_path))
     assert os.listdir(tmp_path) == []
 
 
@@ -236,7 +236,7 @@ def test_bfloat16_model_streams_through_a_disk_buffer(tmp_path):
     x = image((1, 3, 40, 40), torch.bfloat16)
     with torch.no_grad():
         expected = model(x)[-1].float()
-    streamed = model.forward_streamed(x, chunk_rows=2, buffer='disk', buffer_dir=str(tmp_path))
+    streamed = model.forward_streamed(x, band_rows=2, buffer='disk', buffer_dir=str(tmp_path))
     assert streamed[-1].dtype == torch.bfloat16
     assert max_relative_error(streamed[-1].float(), expected) <= 2e-2
 
@@ -251,47 +251,59 @@ def test_attention_without_a_streamed_path_is_refused(attn_type, reason):
             ValueError,
             match=f"{reason}.*cannot stream; attn_type values that "
             "stream: 'linear', 'none'"):
-        model.forward_streamed(image(), chunk_rows=2)
+        model.forward_streamed(image(), band_rows=2)
 
 
-@pytest.mark.parametrize('chunk_rows', [0, -1, 2.5, True])
-def test_bad_band_height_is_refused(chunk_rows):
-    with pytest.raises(ValueError, match='chunk_rows must be an integer >= 1'):
-        infvit().forward_streamed(image(), chunk_rows=chunk_rows)
+@pytest.mark.parametrize('band_rows', [0, -1, 2.5, True])
+def test_bad_band_height_is_refused(band_rows):
+    with pytest.raises(ValueError, match='band_rows must be an integer >= 1'):
+        infvit().forward_streamed(image(), band_rows=band_rows)
+
+
+def test_the_retired_band_height_keyword_warns_and_gives_the_same_result():
+    model = weightformer()
+    x = torch.randn(1, 3, 40, 48, dtype=torch.float64)
+    with pytest.warns(FutureWarning, match="'chunk_rows' is deprecated .* use 'band_rows'"):
+        old = model.forward_streamed(x, chunk_rows=2, progress=False)
+    for got, expected in zip(old, model.forward_streamed(x, band_rows=2, progress=False)):
+        assert torch.equal(got, expected)
+    with pytest.warns(FutureWarning, match="'chunk_rows' is deprecated .* use 'band_rows'"):
+        memory = model.predict_streamed_memory(x.shape, chunk_rows=2)
+    assert memory == model.predict_streamed_memory(x.shape, band_rows=2)
 
 
 def test_bad_input_is_refused():
     model = infvit()
     with pytest.raises(ValueError, match="unknown buffer 'ssd'; allowed: 'memory', 'disk'"):
-        model.forward_streamed(image(), chunk_rows=2, buffer='ssd')
+        model.forward_streamed(image(), band_rows=2, buffer='ssd')
     with pytest.raises(ValueError, match=r'expected images of shape \(B, 3, H, W\)'):
-        model.forward_streamed(image((2, 4, 32, 32)), chunk_rows=2)
+        model.forward_streamed(image((2, 4, 32, 32)), band_rows=2)
     with pytest.raises(ValueError, match='at least one patch'):
-        model.forward_streamed(image((1, 3, 7, 32)), chunk_rows=2)
+        model.forward_streamed(image((1, 3, 7, 32)), band_rows=2)
     with pytest.raises(TypeError, match='bool'):
-        model.forward_streamed(image(), torch.zeros(2, 77, 61), chunk_rows=2)
+        model.forward_streamed(image(), torch.zeros(2, 77, 61), band_rows=2)
     with pytest.raises(RuntimeError, match=r'\.eval\(\)'):
-        model.train().forward_streamed(image(), chunk_rows=2)
+        model.train().forward_streamed(image(), band_rows=2)
 
 
 def test_memory_model_counts_stream_outputs_input_and_band():
     """The parts follow from the shapes: B * N * C values for the stream and each dense
     output, the band pass's workspace per band token, and the image when it is a tensor."""
     model = infvit(torch.float32, out_type='featmap')  # C = 32, MLP 64, 8 x 8 patches
-    memory = model.predict_streamed_memory((2, 3, 77, 61), chunk_rows=3)
+    memory = model.predict_streamed_memory((2, 3, 77, 61), band_rows=3)
     tokens = 2 * 10 * 8
     assert memory.stream_bytes == tokens * 32 * 4
     assert memory.output_bytes == 2 * tokens * 32 * 4  # two out_indices
     assert memory.input_bytes == 2 * 3 * 77 * 61 * 4
     assert memory.band_bytes == 2 * 3 * 8 * (2 * 64 + 4 * 32 + 2 * 3 * 64) * 4
-    assert memory.total_bytes == sum(memory[:4]) and memory.chunk_rows == 3
+    assert memory.total_bytes == sum(memory[:4]) and memory.band_rows == 3
     on_disk = model.predict_streamed_memory((2, 3, 77, 61),
-                                            chunk_rows=3,
+                                            band_rows=3,
                                             buffer='disk',
                                             input_in_memory=False)
     assert on_disk.stream_bytes == on_disk.output_bytes == on_disk.input_bytes == 0
     cls = infvit(torch.float32, out_type='cls_token')
-    assert cls.predict_streamed_memory((2, 3, 77, 61), chunk_rows=3).output_bytes == 0
+    assert cls.predict_streamed_memory((2, 3, 77, 61), band_rows=3).output_bytes == 0
 
 
 def live_tensor_peak(fn):
@@ -320,13 +332,13 @@ def test_memory_model_covers_every_live_tensor(build, compute_dtype):
     x = image((1, 3, 1024, 1024), torch.float32)  # 128 x 128 patches
     autocast = torch.autocast('cpu', dtype=torch.bfloat16, enabled=compute_dtype is not None)
     with torch.no_grad(), autocast:
-        predicted = model.predict_streamed_memory(x.shape, chunk_rows=32)
-        held = live_tensor_peak(lambda: model.forward_streamed(x, chunk_rows=32))
+        predicted = model.predict_streamed_memory(x.shape, band_rows=32)
+        held = live_tensor_peak(lambda: model.forward_streamed(x, band_rows=32))
     assert predicted == model.predict_streamed_memory(
-        x.shape, chunk_rows=32, compute_dtype=compute_dtype)  # the context's autocast
+        x.shape, band_rows=32, compute_dtype=compute_dtype)  # the context's autocast
     assert held <= predicted.total_bytes - predicted.input_bytes
     if compute_dtype is not None:
-        full = model.predict_streamed_memory(x.shape, chunk_rows=32)
+        full = model.predict_streamed_memory(x.shape, band_rows=32)
         assert predicted.band_bytes < full.band_bytes
         assert predicted.stream_bytes == full.stream_bytes  # the stream stays float32
 
@@ -345,7 +357,7 @@ def test_memory_model_covers_the_patch_embedding_of_a_band(build, compute_dtype)
     rows = 16
     autocast = torch.autocast('cpu', dtype=torch.bfloat16, enabled=compute_dtype is not None)
     with torch.no_grad(), autocast:
-        predicted = model.predict_streamed_memory(x.shape, chunk_rows=rows)
+        predicted = model.predict_streamed_memory(x.shape, band_rows=rows)
         held = live_tensor_peak(
             lambda: model.patch_embed.project(model._embed_band_pixels(ImageRows(x, 3), 0, rows)))
     assert held <= predicted.band_bytes
@@ -356,19 +368,19 @@ def test_autocast_narrows_the_prediction_of_float32_weights_only():
     shape = (1, 3, 256, 256)
     for dtype, narrowed in ((torch.float32, True), (torch.float64, False)):
         model = weightformer(dtype)
-        plain = model.predict_streamed_memory(shape, chunk_rows=4)
+        plain = model.predict_streamed_memory(shape, band_rows=4)
         with torch.autocast('cpu', dtype=torch.bfloat16):
-            under_autocast = model.predict_streamed_memory(shape, chunk_rows=4)
+            under_autocast = model.predict_streamed_memory(shape, band_rows=4)
         assert (under_autocast.band_bytes < plain.band_bytes) == narrowed
 
 
 def test_memory_limit_picks_the_tallest_band_that_fits():
     model = infvit(out_type='featmap')
     shape = (2, 3, 77, 61)
-    sizes = {r: model.predict_streamed_memory(shape, chunk_rows=r).total_bytes for r in (1, 4, 5)}
+    sizes = {r: model.predict_streamed_memory(shape, band_rows=r).total_bytes for r in (1, 4, 5)}
     limit = (sizes[4] + sizes[5]) / 2 / 2**30
-    assert model.pick_chunk_rows(shape, None, limit, 'memory', True) == 4
-    assert model.pick_chunk_rows(shape, 2, limit, 'memory', True) == 2  # chunk_rows caps it
+    assert model.pick_band_rows(shape, None, limit, 'memory', True) == 4
+    assert model.pick_band_rows(shape, 2, limit, 'memory', True) == 2  # band_rows caps it
     streamed = assert_streamed_equals_whole(model, image(shape), mem_limit_gb=limit)
     assert streamed[-1].shape == (2, 32, 10, 8)
     with pytest.raises(ValueError, match=r'needs 0\.\d\d GB \(input .*, limit 1e-06 GB'):
@@ -377,9 +389,8 @@ def test_memory_limit_picks_the_tallest_band_that_fits():
 
 def test_without_band_height_or_limit_the_band_fits_the_default_workspace():
     model = infvit(out_type='featmap')
-    model.default_band_bytes = model.predict_streamed_memory((2, 3, 77, 61),
-                                                             chunk_rows=6).band_bytes
-    assert model.pick_chunk_rows((2, 3, 77, 61), None, None, 'memory', True) == 6
+    model.default_band_bytes = model.predict_streamed_memory((2, 3, 77, 61), band_rows=6).band_bytes
+    assert model.pick_band_rows((2, 3, 77, 61), None, None, 'memory', True) == 6
     assert_streamed_equals_whole(model, image())
 
 
@@ -391,6 +402,6 @@ def test_streamed_under_bf16_autocast_stays_at_bf16_rounding_of_forward(build):
     x = image(dtype=torch.float32)
     with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
         expected = model(x)
-        streamed = model.forward_streamed(x, chunk_rows=2)
+        streamed = model.forward_streamed(x, band_rows=2)
     for got, want in zip(streamed, expected):
         assert max_relative_error(got.float(), want.float()) <= 3e-2

@@ -10,7 +10,7 @@ from streamed_checks import (DEMO_MASK_RCNNS, assert_same_detections, demo_mask_
                              scene)
 
 #: Backbone bands of 3 patch rows and head bands of 5 rows: every level is cut.
-STREAMED = dict(chunk_rows=3, head_rows=5)
+STREAMED = dict(band_rows=3, head_rows=5)
 
 
 def streamed_detector(name):
@@ -79,6 +79,23 @@ def test_no_detection_gives_empty_masks_of_the_image():
     assert len(rle.pred_instances) == 0 and rle.pred_instances.masks == []
 
 
+def test_the_retired_chunk_rows_key_keeps_working_with_a_warning():
+    """test_cfg.streamed.chunk_rows is band_rows for one release, as in segmentation's
+    test_cfg (docs/design.md, section 3)."""
+    model = streamed_detector('infvit')
+    images = [scene(96, 128)]
+    expected, = predict(model, images, True, streamed=STREAMED)
+    with pytest.warns(
+            FutureWarning,
+            match="test_cfg.streamed: 'chunk_rows' is deprecated .* use 'band_rows'"):
+        old, = predict(model, images, True, streamed=dict(chunk_rows=3, head_rows=5))
+    assert torch.equal(old.pred_instances.bboxes, expected.pred_instances.bboxes)
+    assert torch.equal(old.pred_instances.scores, expected.pred_instances.scores)
+    assert torch.equal(old.pred_instances.masks, expected.pred_instances.masks)
+    with pytest.raises(TypeError, match="got both 'chunk_rows' and its new spelling 'band_rows'"):
+        predict(model, images, True, streamed=dict(chunk_rows=3, band_rows=3))
+
+
 def test_streamed_options_are_checked_before_any_work():
     model = streamed_detector('infvit')
     calls = []
@@ -86,7 +103,7 @@ def test_streamed_options_are_checked_before_any_work():
     images = [scene(64, 96)]
     with pytest.raises(
             ValueError,
-            match=r"unknown keys \['band'\] in test_cfg.streamed; allowed: chunk_rows, "
+            match=r"unknown keys \['band'\] in test_cfg.streamed; allowed: band_rows, "
             'head_rows, mem_limit_gb, buffer, buffer_dir, progress, mask_format$'):
         predict(model, images, True, streamed=dict(band=3))
     with pytest.raises(

@@ -18,7 +18,7 @@ CASES = {
     'weightformer_dynamic':
     (lambda: WeightFormerBlock(C, HIDDEN, dynamic=True), 0, lambda: dict(hw_shape=(2, 2))),
     'veca': (lambda: VECABlock(C, HEADS, HIDDEN), 2, lambda: dict(
-        num_cores=2,
+        active_cores=2,
         core_rope=Rope2D(C // HEADS)(torch.tensor([[[0.5, -0.5], [-0.2, 0.1]]])),
         patch_rope=PatchRope(Rope2D(C // HEADS).eval(), (2, 2)))),
 }
@@ -94,7 +94,7 @@ def test_forward_and_forward_streamed_take_the_same_named_arguments(case):
             x.dtype,
             x.device,
             mask,
-            chunk_rows=1,
+            band_rows=1,
             align=2 if case == 'weightformer_dynamic' else 1)
         stream.extra = x[:, :num_extra] if num_extra else None
         stream.write(0, 2, x[:, num_extra:])

@@ -27,12 +27,12 @@ def make_attention(dtype, seed=0):
     return attn.to(dtype)
 
 
-def inputs(num_cores, hw_shape, dtype, batch=2, seed=0):
+def inputs(active_cores, hw_shape, dtype, batch=2, seed=0):
     """Tokens (B, K + N, D) and the cores' coordinates (B, K, 2) inside (-1, 1)."""
     g = torch.Generator().manual_seed(seed)
     num_patches = hw_shape[0] * hw_shape[1]
-    x = torch.randn(batch, num_cores + num_patches, D, generator=g, dtype=torch.float64)
-    core_coords = torch.rand(batch, num_cores, 2, generator=g) * 1.8 - 0.9
+    x = torch.randn(batch, active_cores + num_patches, D, generator=g, dtype=torch.float64)
+    core_coords = torch.rand(batch, active_cores, 2, generator=g) * 1.8 - 0.9
     return x.to(dtype), core_coords
 
 
@@ -46,16 +46,16 @@ def padding_mask(hw_shape, valid_hw):
 
 def by_bands(attn, rope, x, core_coords, hw_shape, height, valid_hw, mask):
     """The attention output assembled band by band, and each band's patch rows."""
-    num_cores = core_coords.shape[1]
+    active_cores = core_coords.shape[1]
     core_cos, core_sin = rope(core_coords)
-    q_cores, k_cores, v_cores = attn.project_tokens(x[:, :num_cores], core_cos, core_sin)
+    q_cores, k_cores, v_cores = attn.project_tokens(x[:, :active_cores], core_cos, core_sin)
     online = OnlineCoreAttention(q_cores)
     online.add(k_cores, v_cores)
     patch_rows = []
     for rows in row_bands(hw_shape[0], height):
         tokens = band_tokens(hw_shape, rows)
         cos, sin = rope(patch_band_coords(hw_shape, rows, valid_hw))
-        band = x[:, num_cores:][:, tokens]
+        band = x[:, active_cores:][:, tokens]
         q, k, v = attn.project_tokens(band, cos.expand(x.shape[0], -1, -1),
                                       sin.expand(x.shape[0], -1, -1))
         online.add(k, v, None if mask is None else mask[:, tokens])
@@ -64,23 +64,23 @@ def by_bands(attn, rope, x, core_coords, hw_shape, height, valid_hw, mask):
 
 
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-@pytest.mark.parametrize('num_cores', [8, 64])
+@pytest.mark.parametrize('active_cores', [8, 64])
 @pytest.mark.parametrize('height', [1, 3, 7])
 @pytest.mark.parametrize('masked', [False, True])
-def test_band_by_band_equals_the_whole_forward(dtype, num_cores, height, masked):
+def test_band_by_band_equals_the_whole_forward(dtype, active_cores, height, masked):
     hw_shape = (7, 5)
     valid_hw = torch.tensor([[4, 3], [7, 5]]) if masked else None
     mask = padding_mask(hw_shape, valid_hw) if masked else None
     attn, rope = make_attention(dtype), Rope2D(D // HEADS).eval()
-    x, core_coords = inputs(num_cores, hw_shape, dtype)
+    x, core_coords = inputs(active_cores, hw_shape, dtype)
     coords = torch.cat([core_coords, patch_grid_coords(hw_shape, valid_hw).expand(2, -1, -1)], 1)
     cos, sin = rope(coords)
     with torch.no_grad():
-        whole = attn(x, mask, num_cores=num_cores, cos=cos, sin=sin)
+        whole = attn(x, mask, active_cores=active_cores, cos=cos, sin=sin)
         cores, patch_rows = by_bands(attn, rope, x, core_coords, hw_shape, height, valid_hw, mask)
     assert cores.dtype == dtype
-    assert relative_error(cores, whole[:, :num_cores]) < TOLERANCE[dtype]
-    start = num_cores
+    assert relative_error(cores, whole[:, :active_cores]) < TOLERANCE[dtype]
+    start = active_cores
     for rows in patch_rows:  # each band's patch outputs are its rows of the whole forward
         assert relative_error(rows, whole[:, start:start + rows.shape[1]]) < TOLERANCE[dtype]
         start += rows.shape[1]

@@ -1,7 +1,8 @@
 """DynamicLinear's weight change streamed over bands of token rows against the whole grid.
 
-The partial sums of bands that tile the rows, finished once, must give ``predict_delta``:
-to 1e-12 relative in float64 and 1e-5 in float32 (errors relative to the largest entry).
+The sums of bands that tile the rows (``delta_sums``), finished once, must give
+``predict_delta``: to 1e-12 relative in float64 and 1e-5 in float32 (errors relative to the
+largest entry).
 """
 import pytest
 import torch
@@ -24,17 +25,16 @@ def dyn_linear(dtype, in_features=16, out_features=64):
 
 
 def streamed_delta(layer, x, hw, band_list, mask=None):
-    """Pass 1 of streamed inference: sum the bands' partial sums and counts, finish once."""
+    """Pass 1 of streamed inference: the bands added to the layer's accumulator, finished
+    once."""
     B, _, C = x.shape
     W = hw[1]
     grid = x.reshape(B, hw[0], W, C)
-    total, count = 0, 0
+    sums = layer.delta_sums(hw)
     for r0, r1 in band_list:
         band_mask = None if mask is None else mask.reshape(B, hw[0], W)[:, r0:r1].reshape(B, -1)
-        part, num = layer.partial_delta_sum(grid[:, r0:r1].reshape(B, -1, C), hw, (r0, r1),
-                                            band_mask)
-        total, count = total + part, count + num
-    return layer.delta_from_sum(total, count, x.dtype)
+        sums.add(grid[:, r0:r1].reshape(B, -1, C), (r0, r1), band_mask)
+    return sums.result()
 
 
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
@@ -139,3 +139,8 @@ def test_band_errors_name_the_problem():
         layer.partial_delta_sum(rows, (7, 5), (0, 4))
     with pytest.raises(ValueError, match='padding_mask must be a bool tensor'):
         layer.partial_delta_sum(rows, (7, 5), (0, 2), torch.zeros(1, 5, dtype=torch.bool))
+
+
+def test_a_result_needs_a_band_first():
+    with pytest.raises(RuntimeError, match='no tokens have been added'):
+        dyn_linear(torch.float64).delta_sums((7, 5)).result()

@@ -1,8 +1,9 @@
-"""LinearInfSASummary: Linear-InfSA's two fixed-size sums, band by band."""
+"""LinearInfSAQuerySums and LinearInfSAKeyPool: Linear-InfSA's two fixed-size sums, band by
+band."""
 import pytest
 import torch
 
-from mmlinear.models.layers.linear_infsa_summary import LinearInfSASummary
+from mmlinear.models.layers.linear_infsa_summary import LinearInfSAKeyPool, LinearInfSAQuerySums
 from mmlinear.ops import linear_infsa_key_weights
 
 
@@ -18,27 +19,21 @@ def test_band_sums_give_the_whole_sequence_key_weighted_inputs(band, masked):
     if masked:
         mask = torch.zeros(B, N, dtype=torch.bool)
         mask[1, 5:] = True
-    summary = LinearInfSASummary(eps=1e-6)
+    query_sums = LinearInfSAQuerySums(eps=1e-6)
     spans = [(s, min(s + band, N)) for s in range(0, N, band)]
     for s, e in spans:
-        summary.add_queries(q[:, :, s:e], None if mask is None else mask[:, s:e])
+        query_sums.add(q[:, :, s:e], None if mask is None else mask[:, s:e])
+    key_pool = LinearInfSAKeyPool(query_sums.result(), rho, eps=1e-6)
     for s, e in spans:
-        summary.add_keys(k[:, :, s:e], x[:, s:e], None if mask is None else mask[:, s:e])
-    pooled, weight_sum = summary.pooled_inputs(rho)
+        key_pool.add(k[:, :, s:e], x[:, s:e], None if mask is None else mask[:, s:e])
+    pooled, weight_sum = key_pool.result()
     weights = linear_infsa_key_weights(q, k, rho, mask, 1e-6)
     torch.testing.assert_close(pooled, torch.bmm(weights, x), rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(weight_sum, weights.sum(-1, keepdim=True), rtol=1e-12, atol=1e-14)
 
 
-def test_passes_run_in_order():
-    summary = LinearInfSASummary(1e-6)
-    with pytest.raises(RuntimeError, match='add_queries first'):
-        summary.central_query()
-    q = torch.randn(1, 1, 3, 2)
-    summary.add_queries(q)
-    summary.add_keys(q, torch.randn(1, 3, 2))
-    with pytest.raises(RuntimeError, match='first pass is over'):
-        summary.add_queries(q)
-    fresh = LinearInfSASummary(1e-6)
-    with pytest.raises(RuntimeError, match='add_keys first'):
-        fresh.pooled_inputs(torch.tensor(0.5))
+def test_a_result_needs_a_band_first():
+    with pytest.raises(RuntimeError, match='no queries have been added'):
+        LinearInfSAQuerySums(1e-6).result()
+    with pytest.raises(RuntimeError, match='no keys have been added'):
+        LinearInfSAKeyPool(torch.randn(1, 1, 2), torch.tensor(0.5), 1e-6).result()

@@ -30,48 +30,48 @@ def grid_mask(hw_shape, valid_hw):
     return ~inside.flatten(1)
 
 
-def qkv(num_cores, num_patches, dtype, batch=2, seed=0):
+def qkv(active_cores, num_patches, dtype, batch=2, seed=0):
     g = torch.Generator().manual_seed(seed)
-    shape = (batch, HEADS, num_cores + num_patches, HEAD_DIMS)
+    shape = (batch, HEADS, active_cores + num_patches, HEAD_DIMS)
     q, k, v = (torch.randn(shape, generator=g, dtype=torch.float64).to(dtype) for _ in range(3))
-    return q[:, :, :num_cores], k, v
+    return q[:, :, :active_cores], k, v
 
 
-def sdpa_mask(num_cores, mask):
+def sdpa_mask(active_cores, mask):
     """(B, 1, 1, K + N) bool, True where the core queries may attend (SDPA's convention)."""
-    return ~extend_padding_mask(mask, num_cores, num_cores + mask.shape[1])[:, None, None, :]
+    return ~extend_padding_mask(mask, active_cores, active_cores + mask.shape[1])[:, None, None, :]
 
 
-def accumulate(q, k, v, num_cores, hw_shape, height, mask=None, cores_last=False):
+def accumulate(q, k, v, active_cores, hw_shape, height, mask=None, cores_last=False):
     """The cores' band (never masked) and the patches in bands of ``height`` grid rows."""
     online = OnlineCoreAttention(q)
     if not cores_last:
-        online.add(k[:, :, :num_cores], v[:, :, :num_cores])
+        online.add(k[:, :, :active_cores], v[:, :, :active_cores])
     for rows in row_bands(hw_shape[0], height):
         tokens = band_tokens(hw_shape, rows)
-        band = slice(num_cores + tokens.start, num_cores + tokens.stop)
+        band = slice(active_cores + tokens.start, active_cores + tokens.stop)
         online.add(k[:, :, band], v[:, :, band], None if mask is None else mask[:, tokens])
     if cores_last:
-        online.add(k[:, :, :num_cores], v[:, :, :num_cores])
+        online.add(k[:, :, :active_cores], v[:, :, :active_cores])
     return online.result()
 
 
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
-@pytest.mark.parametrize('num_cores', [8, 64])
+@pytest.mark.parametrize('active_cores', [8, 64])
 @pytest.mark.parametrize('hw_shape,valid_hw', [((7, 5), [(4, 3), (7, 5)]), ((4, 6), [(2, 5),
                                                                                      (4, 6)])])
 @pytest.mark.parametrize('height', [1, 3, 'all'])
 @pytest.mark.parametrize('masked', [False, True])
-def test_bands_equal_sdpa_over_all_tokens(dtype, num_cores, hw_shape, valid_hw, height, masked):
+def test_bands_equal_sdpa_over_all_tokens(dtype, active_cores, hw_shape, valid_hw, height, masked):
     """One-row bands, bands that do not divide the grid (3 into 7 and 4 rows) and the whole
     grid; with the mask, sample 0's last rows are bands that are all padding."""
     height = hw_shape[0] if height == 'all' else height
     num_patches = hw_shape[0] * hw_shape[1]
-    q, k, v = qkv(num_cores, num_patches, dtype)
+    q, k, v = qkv(active_cores, num_patches, dtype)
     mask = grid_mask(hw_shape, valid_hw) if masked else None
-    attn_mask = None if mask is None else sdpa_mask(num_cores, mask)
+    attn_mask = None if mask is None else sdpa_mask(active_cores, mask)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-    out = accumulate(q, k, v, num_cores, hw_shape, height, mask)
+    out = accumulate(q, k, v, active_cores, hw_shape, height, mask)
     assert out.dtype == dtype and out.shape == q.shape
     assert relative_error(out, expected) < TOLERANCE[dtype]
     if masked:  # the mask does something
@@ -82,18 +82,19 @@ def test_bands_equal_sdpa_over_all_tokens(dtype, num_cores, hw_shape, valid_hw, 
 def test_a_first_band_that_is_all_padding_for_one_sample(dtype):
     """Patches first, the cores last: sample 0 sees only padded keys in its first bands (its
     running maximum is still -inf there), and nothing turns into NaN."""
-    hw_shape, num_cores = (7, 5), 8
-    q, k, v = qkv(num_cores, 35, dtype)
+    hw_shape, active_cores = (7, 5), 8
+    q, k, v = qkv(active_cores, 35, dtype)
     mask = grid_mask(hw_shape, [(4, 3), (7, 5)])
     mask[0, :10] = True  # rows 0 and 1 of sample 0 padded as well
     online = OnlineCoreAttention(q)
-    online.add(k[:, :, num_cores:num_cores + 10], v[:, :, num_cores:num_cores + 10], mask[:, :10])
+    online.add(k[:, :, active_cores:active_cores + 10], v[:, :, active_cores:active_cores + 10],
+               mask[:, :10])
     assert torch.isfinite(online.acc).all() and torch.isfinite(online.sum).all()
     assert (online.sum[0] == 0).all() and (online.acc[0] == 0).all()
     assert (online.sum[1] > 0).all()
-    online.add(k[:, :, num_cores + 10:], v[:, :, num_cores + 10:], mask[:, 10:])
-    online.add(k[:, :, :num_cores], v[:, :, :num_cores])
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(num_cores, mask))
+    online.add(k[:, :, active_cores + 10:], v[:, :, active_cores + 10:], mask[:, 10:])
+    online.add(k[:, :, :active_cores], v[:, :, :active_cores])
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(active_cores, mask))
     out = online.result()
     assert torch.isfinite(out).all()
     assert relative_error(out, expected) < TOLERANCE[dtype]
@@ -101,11 +102,11 @@ def test_a_first_band_that_is_all_padding_for_one_sample(dtype):
 
 @pytest.mark.parametrize('height', [1, 3])
 def test_cores_added_last_give_the_same_result(height):
-    hw_shape, num_cores = (7, 5), 8
-    q, k, v = qkv(num_cores, 35, torch.float64)
+    hw_shape, active_cores = (7, 5), 8
+    q, k, v = qkv(active_cores, 35, torch.float64)
     mask = grid_mask(hw_shape, [(4, 3), (7, 5)])
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(num_cores, mask))
-    out = accumulate(q, k, v, num_cores, hw_shape, height, mask, cores_last=True)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(active_cores, mask))
+    out = accumulate(q, k, v, active_cores, hw_shape, height, mask, cores_last=True)
     assert relative_error(out, expected) < 1e-12
 
 
@@ -113,16 +114,16 @@ def test_a_rising_maximum_is_rescaled_without_overflow():
     """Each band's keys are larger than the last's, so the running maximum rises at every
     band (up to scores near 2000, where exp overflows even float64 without the maximum
     subtracted); the rescaled sums still equal SDPA."""
-    hw_shape, num_cores = (7, 5), 8
-    q, k, v = qkv(num_cores, 35, torch.float64)
+    hw_shape, active_cores = (7, 5), 8
+    q, k, v = qkv(active_cores, 35, torch.float64)
     k = k.clone()
     for i, rows in enumerate(row_bands(7, 1)):
         tokens = band_tokens(hw_shape, rows)
-        k[:, :, num_cores + tokens.start:num_cores + tokens.stop] *= 60. * (i + 1)
+        k[:, :, active_cores + tokens.start:active_cores + tokens.stop] *= 60. * (i + 1)
     scores = q @ k.transpose(-2, -1) / HEAD_DIMS**0.5
     assert scores.amax() > 1000  # exp(1000) is inf in float64
     expected = F.scaled_dot_product_attention(q, k, v)
-    out = accumulate(q, k, v, num_cores, hw_shape, 1)
+    out = accumulate(q, k, v, active_cores, hw_shape, 1)
     assert torch.isfinite(out).all()
     assert relative_error(out, expected) < 1e-12
 

@@ -46,12 +46,12 @@ class GivenAngles:
         return self.angles
 
 
-def rope_args(cos, sin, num_cores=K):
+def rope_args(cos, sin, active_cores=K):
     """The block's named arguments for the angles (B, K + n, d) of [cores; patches]."""
     return dict(
-        num_cores=num_cores,
-        core_rope=(cos[:, :num_cores], sin[:, :num_cores]),
-        patch_rope=GivenAngles(cos[:, num_cores:], sin[:, num_cores:]))
+        active_cores=active_cores,
+        core_rope=(cos[:, :active_cores], sin[:, :active_cores]),
+        patch_rope=GivenAngles(cos[:, active_cores:], sin[:, active_cores:]))
 
 
 def run_block(block, x, coords, rope=None):
@@ -213,7 +213,7 @@ def test_block_matches_its_definition():
     x, coords = block_inputs()
     cos, sin = Rope2D(D // HEADS)(coords)
     with torch.no_grad():
-        h = x + block.attn(block.norm_attn(x), num_cores=K, cos=cos, sin=sin)
+        h = x + block.attn(block.norm_attn(x), active_cores=K, cos=cos, sin=sin)
         u, g = F.linear(block.norm_ffn(h), block.fc1.weight, block.fc1.bias).split(96, dim=-1)
         expected = h + block.fc2(F.silu(u) * g)
     torch.testing.assert_close(run_block(block, x, coords), expected, atol=0, rtol=0)
@@ -250,7 +250,7 @@ def test_equals_one_dense_masked_attention():
         v = attn.split_heads(attn.v_proj(x))
         dense = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         dense = attn.out_proj(dense.transpose(1, 2).reshape(2, T, D))
-        two_calls = attn(x, num_cores=K, cos=cos, sin=sin)
+        two_calls = attn(x, active_cores=K, cos=cos, sin=sin)
     torch.testing.assert_close(two_calls, dense, atol=1e-6, rtol=0)
 
 
@@ -302,9 +302,9 @@ def test_core_attention_weights_are_the_rows_sdpa_applies():
 def test_attention_rejects_a_budget_without_patches():
     attn = CorePeripheryAttention(D, HEADS)
     x, coords = block_inputs()
-    with pytest.raises(ValueError, match='num_cores'):
+    with pytest.raises(ValueError, match='active_cores'):
         cos, sin = Rope2D(D // HEADS)(coords)
-        attn(x, num_cores=K + N, cos=cos, sin=sin)
+        attn(x, active_cores=K + N, cos=cos, sin=sin)
     with pytest.raises(ValueError, match='divisible by num_heads'):
         CorePeripheryAttention(30, 4)
 

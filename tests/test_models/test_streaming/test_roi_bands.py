@@ -15,8 +15,8 @@ def random_rois(count, height, width, seed=0):
 
 
 @pytest.mark.parametrize('aligned', [True, False])
-@pytest.mark.parametrize('band_rows', [1, 4, 1000])
-def test_equals_single_roi_extractor_on_whole_levels(aligned, band_rows):
+@pytest.mark.parametrize('head_rows', [1, 4, 1000])
+def test_equals_single_roi_extractor_on_whole_levels(aligned, head_rows):
     height, width, strides = 520, 408, [4, 8, 16, 32]
     extractor = SingleRoIExtractor(
         roi_layer=dict(type='RoIAlign', output_size=7, sampling_ratio=0, aligned=aligned),
@@ -35,7 +35,7 @@ def test_equals_single_roi_extractor_on_whole_levels(aligned, band_rows):
         return levels[level][:, :, span[0]:span[1]].contiguous()
 
     shapes = [tuple(level.shape[2:]) for level in levels]
-    got = extract_roi_bands(extractor, read_level, shapes, rois, band_rows)
+    got = extract_roi_bands(extractor, read_level, shapes, rois, head_rows)
     assert len(set(extractor.map_roi_levels(rois, 4).tolist())) > 2
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
@@ -43,7 +43,7 @@ def test_equals_single_roi_extractor_on_whole_levels(aligned, band_rows):
 def test_groups_hold_at_most_band_rows_or_one_roi():
     first = torch.tensor([0, 2, 9, 3, 20])
     stop = torch.tensor([4, 5, 12, 30, 22])
-    groups = group_rows(first, stop, band_rows=6)
+    groups = group_rows(first, stop, head_rows=6)
     members = sorted(i for indices, _ in groups for i in indices.tolist())
     assert members == [0, 1, 2, 3, 4]
     for indices, (start, end) in groups:

@@ -12,7 +12,7 @@ from mmlinear.models.streaming.token_stream import TokenStream, allocate_buffer,
 from mmlinear.models.utils import pixel_padding_mask, pixel_to_token_mask
 
 
-@pytest.mark.parametrize('num_rows, chunk_rows, align, expected', [
+@pytest.mark.parametrize('num_rows, band_rows, align, expected', [
     (10, 3, 1, [(0, 3), (3, 6), (6, 9), (9, 10)]),
     (10, 100, 1, [(0, 10)]),
     (5, 1, 1, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]),
@@ -20,8 +20,8 @@ from mmlinear.models.utils import pixel_padding_mask, pixel_to_token_mask
     (7, 1, 2, [(0, 2), (2, 4), (4, 6), (6, 7)]),
     (7, 5, 2, [(0, 4), (4, 7)]),
 ])
-def test_row_bands_cover_every_row_once_on_aligned_starts(num_rows, chunk_rows, align, expected):
-    assert row_bands(num_rows, chunk_rows, align) == expected
+def test_row_bands_cover_every_row_once_on_aligned_starts(num_rows, band_rows, align, expected):
+    assert row_bands(num_rows, band_rows, align) == expected
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.bfloat16])
@@ -39,7 +39,7 @@ def test_disk_buffer_is_an_anonymous_mapped_file(tmp_path, dtype):
 def test_stream_reads_and_writes_bands_of_rows():
     mask = torch.zeros(1, 12, dtype=torch.bool)
     mask[0, 9:] = True
-    stream = TokenStream(1, (4, 3), 2, torch.float32, torch.device('cpu'), mask, chunk_rows=3)
+    stream = TokenStream(1, (4, 3), 2, torch.float32, torch.device('cpu'), mask, band_rows=3)
     assert stream.bands == [(0, 3), (3, 4)]
     tokens = torch.arange(24, dtype=torch.float32).reshape(1, 12, 2)
     for start, stop in stream.bands:
@@ -61,7 +61,7 @@ def test_stream_reports_each_band_of_a_pass_after_its_work():
         torch.float32,
         torch.device('cpu'),
         None,
-        chunk_rows=2,
+        band_rows=2,
         on_rows=reported.append)
     for start, stop in stream.pass_bands():
         assert sum(reported) == start  # the band in hand is not counted yet

@@ -38,15 +38,15 @@ def pyramid(shapes, channels, seed=2):
         [(2, 6), (1, 3), (1, 2)],
     ])
 @pytest.mark.parametrize('align_corners', [False, True])
-@pytest.mark.parametrize('band_rows', [1, 3, 64])
-def test_bands_equal_the_whole_head(shapes, align_corners, band_rows):
+@pytest.mark.parametrize('head_rows', [1, 3, 64])
+def test_bands_equal_the_whole_head(shapes, align_corners, head_rows):
     head = uper_head(align_corners)
     levels = pyramid(shapes, head.in_channels)
     with torch.no_grad():
         whole = head(levels)
         bands = UPerHeadBands(head, shapes, lambda level, s: levels[level][:, :, s[0]:s[1]])
-        bands.pool(band_rows)
-        for span in row_bands(shapes[0][0], band_rows):
+        bands.pool(head_rows)
+        for span in row_bands(shapes[0][0], head_rows):
             torch.testing.assert_close(
                 bands.logits(span), whole[:, :, span[0]:span[1]], rtol=1e-10, atol=1e-10)
 

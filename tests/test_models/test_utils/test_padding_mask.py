@@ -35,7 +35,7 @@ def test_a_replaced_padded_batch_is_refused(replace):
 def test_a_streamed_forward_refuses_it_too():
     model, batch = backbone(), padded_batch()
     with pytest.raises(RuntimeError, match=LOST):
-        model.forward_streamed(batch.clone(), chunk_rows=2)
+        model.forward_streamed(batch.clone(), band_rows=2)
 
 
 def test_the_batch_itself_or_a_mask_carried_over_is_used():

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 
 from mmlinear.ops import linear_infsa_key_weights
-from ..linear_infsa_summary import LinearInfSASummary
+from ..linear_infsa_summary import LinearInfSAKeyPool, LinearInfSAQuerySums
 from .infsa_mixer import InfSAMixer
 from .values import Values
 
@@ -20,9 +20,10 @@ class LinearInfSAAttention(InfSAMixer):
     ``v_hj = W_h x_j + b_h``, ``sum_j a_hj v_hj = W_h (sum_j a_hj x_j) + b_h sum_j a_hj``
     (H x C multiply-adds per token instead of the C x C of V), and the value projection then
     runs on H vectors per sample (:meth:`Values.from_pooled_inputs`); the layer's output
-    projection runs once per sample. The sums are the two passes of
-    :class:`LinearInfSASummary`, over the whole sequence as one band. ``forward`` is the
-    per-token form, with the weights formed; they are the (B, H, S) key weights ``a``.
+    projection runs once per sample. The sums are the two passes,
+    :class:`LinearInfSAQuerySums` and :class:`LinearInfSAKeyPool`, over the whole sequence as
+    one band. ``forward`` is the per-token form, with the weights formed; they are the
+    (B, H, S) key weights ``a``.
 
     Args:
         head_dims (int): d, the width of a head.
@@ -47,10 +48,11 @@ class LinearInfSAAttention(InfSAMixer):
         (B, H, d), in q's dtype."""
         if self.explicit(need_weights):
             return super().mix(q, k, values, key_padding_mask, need_weights=need_weights, rho=rho)
-        summary = LinearInfSASummary(self.eps)
-        summary.add_queries(q, key_padding_mask)
-        summary.add_keys(k, values.inputs, key_padding_mask)
-        pooled = values.from_pooled_inputs(*summary.pooled_inputs(rho))
+        query_sums = LinearInfSAQuerySums(self.eps)
+        query_sums.add(q, key_padding_mask)
+        key_pool = LinearInfSAKeyPool(query_sums.result(), rho, self.eps)
+        key_pool.add(k, values.inputs, key_padding_mask)
+        pooled = values.from_pooled_inputs(*key_pool.result())
         # Rounded to q's dtype (the autocast one) as the per-token path rounds its output.
         return pooled.to(q.dtype), None
 

@@ -12,22 +12,15 @@ from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
 from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import Registry
 
-MODELS = Registry('model', parent=MMENGINE_MODELS, scope='mmlinear', locations=['mmlinear.models'])
 
-DATASETS = Registry(
-    'dataset', parent=MMENGINE_DATASETS, scope='mmlinear', locations=['mmlinear.datasets'])
+def _child(name: str, parent: Registry, location: str) -> Registry:
+    """A registry of the scope ``mmlinear`` under one of mmengine's, filled by importing
+    ``location``."""
+    return Registry(name, parent=parent, scope='mmlinear', locations=[location])
 
-OPTIM_WRAPPERS = Registry(
-    'optim_wrapper',
-    parent=MMENGINE_OPTIM_WRAPPERS,
-    scope='mmlinear',
-    locations=['mmlinear.engine'])
 
-HOOKS = Registry(
-    'hook', parent=MMENGINE_HOOKS, scope='mmlinear', locations=['mmlinear.engine.hooks'])
-
-PARAM_SCHEDULERS = Registry(
-    'parameter scheduler',
-    parent=MMENGINE_PARAM_SCHEDULERS,
-    scope='mmlinear',
-    locations=['mmlinear.engine'])
+MODELS = _child('model', MMENGINE_MODELS, 'mmlinear.models')
+DATASETS = _child('dataset', MMENGINE_DATASETS, 'mmlinear.datasets')
+OPTIM_WRAPPERS = _child('optim_wrapper', MMENGINE_OPTIM_WRAPPERS, 'mmlinear.engine')
+HOOKS = _child('hook', MMENGINE_HOOKS, 'mmlinear.engine.hooks')
+PARAM_SCHEDULERS = _child('parameter scheduler', MMENGINE_PARAM_SCHEDULERS, 'mmlinear.engine')

@@ -24,12 +24,7 @@ def pure_infsa_scores(q: Tensor,
                       eps: float = 1e-6) -> Tensor:
     """Pure InfSA scores ``rho * A+ / (||A+||_F + eps)``.
 
-    Args:
-        q (Tensor): (B, H, N, d) queries.
-        k (Tensor): (B, H, S, d) keys.
-        rho (Tensor): scalar, (1,) or (H,) decay.
-        key_padding_mask (Tensor, optional): (B, S) bool, True marks padding.
-        eps (float): Stabiliser of the Frobenius normalisation. Defaults to 1e-6.
+    Takes the arguments of :func:`pure_infsa` but the values.
 
     Returns:
         Tensor: (B, H, N, S) non-negative scores in float32 (float64 for float64 inputs).

@@ -10,7 +10,7 @@ from ..utils import check_choice
 from .band_planner import BandPlan, BandPlanner, streamed_parts
 from .band_progress import BandProgress
 from .band_resize import Span
-from .mask_rle import masks_to_bitmaps, masks_to_rle
+from .mask_rle import masks_to_bitmaps, masks_to_rle, pasted_masks
 from .memory_model import GB, StreamedMemory
 from .roi_bands import extract_roi_bands
 from .rpn_head_bands import RPNHeadBands, check_rpn_head
@@ -340,14 +340,17 @@ class StreamedDetection(BandPlanner):
             bboxes = results.bboxes
             height = round(height * scale_factor[1].item())
             width = round(width * scale_factor[0].item())
-        to_masks = masks_to_rle if mask_format == 'rle' else masks_to_bitmaps
         mask_preds = bboxes.new_empty((0, 1, 1, 1))  # no detection: no mask, (0, H, W)
         if len(results):
             features = extract_roi_bands(self.roi_head.mask_roi_extractor, read_level, shapes,
                                          bbox2roi([results.bboxes]), head_rows)
             mask_preds = self.roi_head.mask_head(features)
-        masks = to_masks(self.roi_head.mask_head, mask_preds, bboxes, results.labels,
-                         (height, width), self.roi_head.test_cfg.mask_thr_binary)
+        regions = pasted_masks(self.roi_head.mask_head, mask_preds, bboxes, results.labels,
+                               (height, width), self.roi_head.test_cfg.mask_thr_binary)
+        if mask_format == 'rle':
+            masks = masks_to_rle(regions, (height, width))
+        else:
+            masks = masks_to_bitmaps(regions, len(bboxes), (height, width), bboxes.device)
         results.bboxes = bboxes
         results.masks = masks
         return results

@@ -1,6 +1,6 @@
 """Instance masks pasted into their box as mmdet pastes them, and written as COCO RLE in
 whole-image coordinates (never a whole-image binary mask) or as mmdet's (N, H, W) bool maps."""
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Tuple
 
 import numpy as np
 import torch
@@ -150,48 +150,40 @@ def pasted_masks(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor,
         yield pasted[0] >= threshold, int(rows.start), int(columns.start)
 
 
-def masks_to_rle(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor, labels: Tensor,
-                 image_shape: Tuple[int, int], threshold: float) -> List[Dict[str, object]]:
-    """The binary masks of :func:`pasted_masks` as COCO RLE, encoded from their regions by
+def masks_to_rle(regions: Iterable[Tuple[Tensor, int, int]],
+                 image_shape: Tuple[int, int]) -> List[Dict[str, object]]:
+    """Masks given as regions (:func:`pasted_masks`) as COCO RLE, encoded from the regions by
     :func:`region_to_rle` (never a whole-image array).
 
     Args:
-        mask_head (nn.Module): The mmdet ``FCNMaskHead`` (``class_agnostic``).
-        mask_preds (Tensor): (N, num_classes or 1, h, w) mask logits.
-        bboxes (Tensor): (N, 4) boxes in image pixels.
-        labels (Tensor): (N,) labels.
+        regions (Iterable[tuple[Tensor, int, int]]): Each mask's (h, w) bool region, its first
+            image row and first image column.
         image_shape (tuple[int, int]): (H, W).
-        threshold (float): ``mask_thr_binary`` (>= 0).
 
     Returns:
-        list[dict]: N COCO RLEs in whole-image coordinates.
+        list[dict]: One COCO RLE per region, in whole-image coordinates.
     """
     return [
-        region_to_rle(region.cpu().numpy(), top, left,
-                      image_shape) for region, top, left in pasted_masks(
-                          mask_head, mask_preds, bboxes, labels, image_shape, threshold)
+        region_to_rle(region.cpu().numpy(), top, left, image_shape) for region, top, left in regions
     ]
 
 
-def masks_to_bitmaps(mask_head: torch.nn.Module, mask_preds: Tensor, bboxes: Tensor, labels: Tensor,
-                     image_shape: Tuple[int, int], threshold: float) -> Tensor:
-    """The binary masks of :func:`pasted_masks` as mmdet's ``FCNMaskHead.predict_by_feat``
+def masks_to_bitmaps(regions: Iterable[Tuple[Tensor, int, int]], num_masks: int,
+                     image_shape: Tuple[int, int], device: torch.device) -> Tensor:
+    """Masks given as regions (:func:`pasted_masks`) as mmdet's ``FCNMaskHead.predict_by_feat``
     returns them: whole-image bool maps, each region written into its own.
 
     Args:
-        mask_head (nn.Module): The mmdet ``FCNMaskHead`` (``class_agnostic``).
-        mask_preds (Tensor): (N, num_classes or 1, h, w) mask logits.
-        bboxes (Tensor): (N, 4) boxes in image pixels.
-        labels (Tensor): (N,) labels.
+        regions (Iterable[tuple[Tensor, int, int]]): Each mask's (h, w) bool region, its first
+            image row and first image column.
+        num_masks (int): N, the number of regions.
         image_shape (tuple[int, int]): (H, W).
-        threshold (float): ``mask_thr_binary`` (>= 0).
+        device (torch.device): Where the maps are made.
 
     Returns:
-        Tensor: (N, H, W) bool on the boxes' device.
+        Tensor: (N, H, W) bool.
     """
-    masks = torch.zeros(
-        (len(bboxes), ) + tuple(image_shape), dtype=torch.bool, device=bboxes.device)
-    for index, (region, top, left) in enumerate(
-            pasted_masks(mask_head, mask_preds, bboxes, labels, image_shape, threshold)):
+    masks = torch.zeros((num_masks, ) + tuple(image_shape), dtype=torch.bool, device=device)
+    for index, (region, top, left) in enumerate(regions):
         masks[index, top:top + region.shape[0], left:left + region.shape[1]] = region
     return masks

@@ -34,8 +34,8 @@ def demo():
 def make_scene():
     datasets = load_tool('make_tiny_datasets', MISC)
 
-    def make(root, size):
-        return datasets.make_large_scene(str(root), size, np.random.RandomState(3))
+    def make(root, size, kind='mosaic'):
+        return datasets.make_large_scene(str(root), size, kind, seed=3)
 
     return make
 
@@ -96,6 +96,25 @@ def test_the_demo_writes_georeferenced_class_maps_their_miou_and_the_picture(
         np.testing.assert_array_equal(written.read(1), whole.numpy())
     with Image.open(out / 'comparison.png') as picture:
         assert picture.format == 'PNG' and picture.width > picture.height > 300
+
+
+def test_config_options_reach_both_runs(demo, make_scene, checkpoint, tmp_path):
+    """``--cfg-options model.backbone.pos_extrapolation=tile`` on the continuous scene: the
+    whole run is segment_large_image with the tiled position table."""
+    scene, labels = make_scene(tmp_path / 'data', 256, 'continuous')
+    work_dir = tmp_path / 'work'
+    result = run_tool_main(demo, scene, labels, '--checkpoint', checkpoint, '--work-dir', work_dir,
+                           '--cfg-options', 'model.backbone.pos_extrapolation=tile')
+    assert result.returncode == 0, result.stderr
+    (out, ) = work_dir.iterdir()
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['cfg_options'] == {'model.backbone.pos_extrapolation': 'tile'}
+    _, model = random_upernet()
+    model.backbone.pos_extrapolation = 'tile'
+    with RasterImage(scene) as image:
+        whole = segment_large_image(model, BandView(image, (2, 1, 0), 255 / 65535))
+    with rasterio.open(out / 'class_map_whole.tif') as written:
+        np.testing.assert_array_equal(written.read(1), whole.numpy())
 
 
 def test_a_scene_that_does_not_fit_the_demo_is_refused(demo, make_scene, checkpoint, tmp_path):

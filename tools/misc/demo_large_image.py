@@ -2,11 +2,13 @@
 whole (streamed) and with mmseg's sliding window, side by side.
 
 The scene (``make_tiny_datasets.py --large-scene SIZE``) is a mosaic of the bundled ADE-style
-128 x 128 scenes (R, G, B scaled to 16 bits and a near-infrared-like fourth band), with its
-label map. The demo UperNet was trained on those scenes read by mmcv (8-bit BGR), so it is fed
-the scene's first three bands in BGR order scaled back to 0-255 (``BandView``); the fourth band
-is not used (the RGB weights adapted to four bands, ``adapt_input_bands``, would give it the
-bands' mean weight, which no training has seen).
+128 x 128 scenes, or with ``--large-scene-kind continuous`` one scene drawn by the same rules
+whose shapes lie anywhere, across the borders of the tiles (R, G, B scaled to 16 bits and a
+near-infrared-like fourth band), with its label map. The demo UperNet was trained on those
+scenes read by mmcv (8-bit BGR), so it is fed the scene's first three bands in BGR order
+scaled back to 0-255 (``BandView``); the fourth band is not used (the RGB weights adapted to
+four bands, ``adapt_input_bands``, would give it the bands' mean weight, which no training has
+seen).
 
 Both runs get the same input and the same model. ``whole`` is
 ``mmlinear.apis.segment_large_image`` (the backbone streamed over the whole image, the head
@@ -19,7 +21,12 @@ Written to ``<work-dir>/<timestamp>/``: both class maps as GeoTIFFs with the sce
 georeference, ``summary.json`` and ``comparison.png`` (the input's RGB, the ground truth,
 whole and slide; the whole scene above, a window at full resolution below).
 
-Example (``make demo-large`` does it, training the UperNet first if needed):
+``--cfg-options`` overrides the config as ``tools/test.py``'s does, for both runs: e.g.
+``model.backbone.pos_extrapolation=tile`` repeats the position table at its training period
+over the whole image instead of stretching it.
+
+Example (``make demo-large`` does it for both kinds of scene, training the UperNet first if
+needed):
     python tools/misc/make_tiny_datasets.py --large-scene 4096
     python tools/misc/demo_large_image.py data/shapes_large/scene_4096.tif \\
         data/shapes_large/labels_4096.tif \\
@@ -36,6 +43,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from mmengine.config import DictAction
 
 from mmlinear.apis import load_config, segment_large_image
 from mmlinear.apis.band_view import BandView
@@ -80,6 +88,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         type=positive_int,
         default=512,
         help='side of the full-resolution window in the picture (at the scene\'s centre)')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config settings, e.g. model.backbone.pos_extrapolation=tile')
     return parser.parse_args(argv)
 
 
@@ -188,7 +201,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         view = BandView(image, BGR_BANDS, integer_scale(image.dtype))
     except ValueError as error:
         sys.exit(f'{args.scene}: {error}')
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.cfg_options)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # mmseg's deprecation and init messages
         model = init_model(cfg, args.checkpoint, device='cpu')
@@ -230,6 +243,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         georeferenced=image.georeference is not None,
         model_bands=list(BGR_BANDS),
         config=args.config,
+        cfg_options=args.cfg_options or {},
         checkpoint=args.checkpoint,
         classes=list(cfg.classes),
         crop_size=list(args.crop_size),

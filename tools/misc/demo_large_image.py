@@ -56,6 +56,8 @@ from mmlinear.utils.peak_memory import cpu_peak, reset_cpu_peak
 CONFIG = 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py'
 #: The scene's bands the RGB model sees, in the order it was trained on (mmcv's BGR).
 BGR_BANDS = (2, 1, 0)
+#: The runs the demo compares.
+MODES = ('whole', 'slide')
 #: Rows of the source read at a time when the picture is drawn.
 RENDER_BLOCK_ROWS = 512
 
@@ -88,6 +90,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         type=positive_int,
         default=512,
         help='side of the full-resolution window in the picture (at the scene\'s centre)')
+    parser.add_argument(
+        '--modes',
+        nargs='+',
+        choices=MODES,
+        default=list(MODES),
+        help='the runs to make (default: both); e.g. whole alone to compare config options')
     parser.add_argument(
         '--cfg-options',
         nargs='+',
@@ -215,10 +223,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         flush=True)
     runs: Dict[str, Dict] = {}
     maps: Dict[str, np.ndarray] = {}
-    for name, run in (
-        ('whole', lambda: segment_large_image(model, view, progress=True)),
-        ('slide', lambda: segment_slide(model, view, args.crop_size, args.stride)[0]),
-    ):
+    runners = dict(
+        whole=lambda: segment_large_image(model, view, progress=True),
+        slide=lambda: segment_slide(model, view, args.crop_size, args.stride)[0])
+    for name in sorted(set(args.modes), key=MODES.index):
+        run = runners[name]
         print(f'{name}: segmenting ...', flush=True)
         class_map, seconds, peak = measure(run)
         maps[name] = class_map.to(torch.uint8).numpy()
@@ -252,8 +261,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         runs=runs)
     with open(osp.join(out, 'summary.json'), 'w') as f:
         json.dump(summary, f, indent=2)
-    print(f'wrote {out}/: class_map_whole.tif, class_map_slide.tif, summary.json, '
-          f'comparison.png')
+    written = [f'class_map_{name}.tif' for name in runs] + ['summary.json', 'comparison.png']
+    print(f'wrote {out}/: {", ".join(written)}')
     print(format_table(runs, list(cfg.classes)))
 
 

@@ -15,10 +15,12 @@ data: setup
 demo: data
 	@$(PY) tools/misc/run_demo.py
 
-# A generated LARGE_SCENE x LARGE_SCENE 4-channel 16-bit GeoTIFF segmented by the demo UperNet whole
-# (streamed) and with mmseg's slide mode: time, peak memory, mIoU and a picture in
-# work_dirs/demo_large/. The UperNet is the one `make demo` trains; when it is missing,
-# run_demo.py trains it (and the classifier it starts from, if that is missing too).
+# Two generated LARGE_SCENE x LARGE_SCENE 4-channel 16-bit GeoTIFF scenes, each segmented by the
+# demo UperNet whole (streamed) and with mmseg's slide mode: time, peak memory, mIoU and a
+# picture in work_dirs/demo_large/<kind>/. The mosaic is of independent 128 x 128 scenes; the
+# continuous scene's shapes lie anywhere, across the borders of slide mode's tiles. The UperNet
+# is the one `make demo` trains; when it is missing, run_demo.py trains it (and the classifier
+# it starts from, if that is missing too).
 LARGE_SCENE ?= 4096
 DEMO_SEG := work_dirs/demo/upernet_infvit-demo-linear_shapes-ade
 
@@ -26,9 +28,16 @@ $(DEMO_SEG)/last_checkpoint: | data
 	@$(PY) tools/misc/run_demo.py --only upernet_infvit-demo-linear_shapes-ade
 
 demo-large: setup $(DEMO_SEG)/last_checkpoint
-	@$(PY) tools/misc/make_tiny_datasets.py --large-scene $(LARGE_SCENE)
-	@$(PY) tools/misc/demo_large_image.py data/shapes_large/scene_$(LARGE_SCENE).tif \
-		data/shapes_large/labels_$(LARGE_SCENE).tif --checkpoint $$(cat $(DEMO_SEG)/last_checkpoint)
+	@for kind in mosaic continuous; do \
+		prefix=$$([ $$kind = mosaic ] || echo $${kind}_); \
+		echo "== $$kind scene, $(LARGE_SCENE) x $(LARGE_SCENE) =="; \
+		$(PY) tools/misc/make_tiny_datasets.py --large-scene $(LARGE_SCENE) \
+			--large-scene-kind $$kind || exit 1; \
+		$(PY) tools/misc/demo_large_image.py data/shapes_large/$${prefix}scene_$(LARGE_SCENE).tif \
+			data/shapes_large/$${prefix}labels_$(LARGE_SCENE).tif \
+			--checkpoint $$(cat $(DEMO_SEG)/last_checkpoint) \
+			--work-dir work_dirs/demo_large/$$kind || exit 1; \
+	done
 
 # The suite runs in TEST_JOBS processes (pytest-xdist; 1 runs it in this process).
 TEST_JOBS ?= 2

@@ -34,8 +34,8 @@ def demo():
 def make_scene():
     datasets = load_tool('make_tiny_datasets', MISC)
 
-    def make(root, size):
-        return datasets.make_large_scene(str(root), size, np.random.RandomState(3))
+    def make(root, size, kind='mosaic'):
+        return datasets.make_large_scene(str(root), size, kind, seed=3)
 
     return make
 
@@ -96,6 +96,30 @@ def test_the_demo_writes_georeferenced_class_maps_their_miou_and_the_picture(
         np.testing.assert_array_equal(written.read(1), whole.numpy())
     with Image.open(out / 'comparison.png') as picture:
         assert picture.format == 'PNG' and picture.width > picture.height > 300
+
+
+def test_config_options_reach_the_model_and_one_mode_runs_alone(demo, make_scene, checkpoint,
+                                                                tmp_path):
+    """``--modes whole --cfg-options model.backbone.pos_extrapolation=tile`` on the continuous
+    scene: the one run is segment_large_image with the tiled position table."""
+    scene, labels = make_scene(tmp_path / 'data', 256, 'continuous')
+    work_dir = tmp_path / 'work'
+    result = run_tool_main(demo, scene, labels, '--checkpoint', checkpoint, '--work-dir', work_dir,
+                           '--modes', 'whole', '--cfg-options',
+                           'model.backbone.pos_extrapolation=tile')
+    assert result.returncode == 0, result.stderr
+    (out, ) = work_dir.iterdir()
+    assert sorted(
+        p.name for p in out.iterdir()) == ['class_map_whole.tif', 'comparison.png', 'summary.json']
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['cfg_options'] == {'model.backbone.pos_extrapolation': 'tile'}
+    assert list(summary['runs']) == ['whole'] and '| slide | ' not in result.stdout
+    _, model = random_upernet()
+    model.backbone.pos_extrapolation = 'tile'
+    with RasterImage(scene) as image:
+        whole = segment_large_image(model, ChannelView(image, (2, 1, 0), 255 / 65535))
+    with rasterio.open(out / 'class_map_whole.tif') as written:
+        np.testing.assert_array_equal(written.read(1), whole.numpy())
 
 
 def test_a_scene_that_does_not_fit_the_demo_is_refused(demo, make_scene, checkpoint, tmp_path):

@@ -89,6 +89,31 @@ def test_the_large_scene_is_a_georeferenced_four_channel_16_bit_geotiff(tmp_path
     assert result.returncode != 0 and '--large-scene must be at least 128' in result.stderr
 
 
+def test_the_continuous_large_scene_is_written_as_the_library_draws_it(tmp_path):
+    """``--large-scene-kind continuous``: its own file names beside the mosaic's, the bands of
+    ``ContinuousScene`` for the seed, as the mosaic's GeoTIFF is."""
+    import numpy as np
+    import rasterio
+
+    from mmlinear.utils.large_shape_scenes import ContinuousScene
+    options = ['--large-scene', '300', '--large-scene-kind', 'continuous', '--seed', '3']
+    subprocess.run(
+        [sys.executable, SCRIPT, '--out', str(tmp_path), *options], check=True, capture_output=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        'continuous_labels_300.tif', 'continuous_scene_300.tif'
+    ]
+    with rasterio.open(tmp_path / 'continuous_scene_300.tif') as image, \
+            rasterio.open(tmp_path / 'continuous_labels_300.tif') as labels:
+        assert (image.count, image.dtypes[0], image.shape) == (4, 'uint16', (300, 300))
+        assert image.crs.to_epsg() == 32633 and labels.transform == image.transform
+        bands, label_map = image.read(), labels.read(1)
+    scene = list(ContinuousScene(300, seed=3))
+    np.testing.assert_array_equal(label_map, np.concatenate([band.labels for band in scene]))
+    rgb = np.concatenate([band.image for band in scene]).transpose(2, 0, 1)
+    np.testing.assert_array_equal(bands[:3], rgb.astype(np.uint16) * 257)
+    np.testing.assert_array_equal(bands[3], bands[:3].max(0))
+
+
 def test_pairs_labels_say_whether_another_disc_has_the_colour(tiny_data):
     """Recomputed from each scene: the discs (connected label regions), their colours (the
     nearest palette colour to the image inside them), and from those the label each must

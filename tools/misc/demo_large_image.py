@@ -2,11 +2,13 @@
 whole (streamed) and with mmseg's sliding window, side by side.
 
 The scene (``make_tiny_datasets.py --large-scene SIZE``) is a mosaic of the bundled ADE-style
-128 x 128 scenes (R, G, B scaled to 16 bits and a near-infrared-like fourth channel), with its
-label map. The demo UperNet was trained on those scenes read by mmcv (8-bit BGR), so it is fed
-the scene's first three channels in BGR order scaled back to 0-255 (``ChannelView``); the fourth
-channel is not used (the RGB weights adapted to four channels, ``adapt_input_channels``, would
-give it the channels' mean weight, which no training has seen).
+128 x 128 scenes, or with ``--large-scene-kind continuous`` one scene drawn by the same rules
+whose shapes lie anywhere, across the borders of the tiles (R, G, B scaled to 16 bits and a
+near-infrared-like fourth channel), with its label map. The demo UperNet was trained on those
+scenes read by mmcv (8-bit BGR), so it is fed the scene's first three channels in BGR order
+scaled back to 0-255 (``ChannelView``); the fourth channel is not used (the RGB weights
+adapted to four channels, ``adapt_input_channels``, would give it the channels' mean weight,
+which no training has seen).
 
 Both runs get the same input and the same model. ``whole`` is
 ``mmlinear.apis.segment_large_image`` (the backbone streamed over the whole image, the head
@@ -19,7 +21,12 @@ Written to ``<work-dir>/<timestamp>/``: both class maps as GeoTIFFs with the sce
 georeference, ``summary.json`` and ``comparison.png`` (the input's RGB, the ground truth,
 whole and slide; the whole scene above, a window at full resolution below).
 
-Example (``make demo-large`` does it, training the UperNet first if needed):
+``--cfg-options`` overrides the config as ``tools/test.py``'s does, for both runs: e.g.
+``model.backbone.pos_extrapolation=tile`` repeats the position table at its training period
+over the whole image instead of stretching it.
+
+Example (``make demo-large`` does it for both kinds of scene, training the UperNet first if
+needed):
     python tools/misc/make_tiny_datasets.py --large-scene 4096
     python tools/misc/demo_large_image.py data/shapes_large/scene_4096.tif \\
         data/shapes_large/labels_4096.tif \\
@@ -36,6 +43,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from mmengine.config import DictAction
 
 from mmlinear.apis import load_config, segment_large_image
 from mmlinear.apis.channel_view import ChannelView
@@ -48,6 +56,8 @@ from mmlinear.utils.peak_memory import cpu_peak, reset_cpu_peak
 CONFIG = 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py'
 #: The scene's channels the RGB model sees, in the order it was trained on (mmcv's BGR).
 BGR_CHANNELS = (2, 1, 0)
+#: The runs the demo compares.
+MODES = ('whole', 'slide')
 #: Rows of the source read at a time when the picture is drawn.
 RENDER_BLOCK_ROWS = 512
 
@@ -80,6 +90,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         type=positive_int,
         default=512,
         help='side of the full-resolution window in the picture (at the scene\'s centre)')
+    parser.add_argument(
+        '--modes',
+        nargs='+',
+        choices=MODES,
+        default=list(MODES),
+        help='the runs to make (default: both); e.g. whole alone to compare config options')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config settings, e.g. model.backbone.pos_extrapolation=tile')
     return parser.parse_args(argv)
 
 
@@ -188,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         view = ChannelView(image, BGR_CHANNELS, integer_scale(image.dtype))
     except ValueError as error:
         sys.exit(f'{args.scene}: {error}')
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.cfg_options)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # mmseg's deprecation and init messages
         model = init_model(cfg, args.checkpoint, device='cpu')
@@ -202,10 +223,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         flush=True)
     runs: Dict[str, Dict] = {}
     maps: Dict[str, np.ndarray] = {}
-    for name, run in (
-        ('whole', lambda: segment_large_image(model, view, progress=True)),
-        ('slide', lambda: segment_slide(model, view, args.crop_size, args.stride)[0]),
-    ):
+    runners = dict(
+        whole=lambda: segment_large_image(model, view, progress=True),
+        slide=lambda: segment_slide(model, view, args.crop_size, args.stride)[0])
+    for name in sorted(set(args.modes), key=MODES.index):
+        run = runners[name]
         print(f'{name}: segmenting ...', flush=True)
         class_map, seconds, peak = measure(run)
         maps[name] = class_map.to(torch.uint8).numpy()
@@ -230,6 +252,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         georeferenced=image.georeference is not None,
         model_channels=list(BGR_CHANNELS),
         config=args.config,
+        cfg_options=args.cfg_options or {},
         checkpoint=args.checkpoint,
         classes=list(cfg.classes),
         crop_size=list(args.crop_size),
@@ -238,8 +261,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         runs=runs)
     with open(osp.join(out, 'summary.json'), 'w') as f:
         json.dump(summary, f, indent=2)
-    print(f'wrote {out}/: class_map_whole.tif, class_map_slide.tif, summary.json, '
-          f'comparison.png')
+    written = [f'class_map_{name}.tif' for name in runs] + ['summary.json', 'comparison.png']
+    print(f'wrote {out}/: {", ".join(written)}')
     print(format_table(runs, list(cfg.classes)))
 
 

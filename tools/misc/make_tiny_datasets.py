@@ -38,11 +38,14 @@ A second run with the same arguments finds the completion stamp and does nothing
 
 ``--large-scene SIZE`` writes, instead, one large remote-sensing-like raster of the same kind
 of scenes: ``<out>/scene_<SIZE>.tif`` (``--out`` defaults to ``data/shapes_large`` then), a
-SIZE x SIZE 4-channel 16-bit GeoTIFF (the RGB of
-128 x 128 scenes scaled to 16 bits, and a fourth, near-infrared-like channel: their brightness),
-tiled, georeferenced (WGS 84 / UTM zone 33N, 0.5 m pixels), written a row of scenes at a time
-so that it never is in memory, and its label map ``labels_<SIZE>.tif`` (uint8, same
-georeference). It needs rasterio.
+SIZE x SIZE 4-channel 16-bit GeoTIFF (the RGB scaled to 16 bits, and a fourth,
+near-infrared-like channel: their brightness), tiled, georeferenced (WGS 84 / UTM zone 33N,
+0.5 m pixels), written 128 rows at a time so that it never is in memory, and its label map
+``labels_<SIZE>.tif`` (uint8, same georeference). ``--large-scene-kind`` chooses the scene
+(:mod:`mmlinear.utils.large_shape_scenes`): ``mosaic`` (the default) of independent 128 x 128
+scenes, or ``continuous``, one scene whose shapes lie anywhere, across the borders of any
+tiles, written as ``continuous_scene_<SIZE>.tif`` and ``continuous_labels_<SIZE>.tif``. It
+needs rasterio.
 """
 import argparse
 import json
@@ -57,6 +60,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmlinear.utils.atomic_write import atomic_output
+from mmlinear.utils.large_shape_scenes import LARGE_SCENE_KINDS, SCENE_SIZE, large_scene_bands
 # The shapes' classes, upright rotations, polygons and scenes, shared with the benchmark's large
 # scene.
 from mmlinear.utils.shape_geometry import SHAPE_CLASSES as CLASSES
@@ -303,11 +307,25 @@ def make_depth(root: str, split: str, count: int, rng: np.random.RandomState) ->
 LARGE_SCENE_CRS = 'EPSG:32633'
 LARGE_SCENE_ORIGIN = (500000.0, 4100000.0)
 LARGE_SCENE_PIXEL_M = 0.5
-SCENE_SIZE = 128
 
 
-def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[str, str]:
-    """A ``size`` x ``size`` 4-channel uint16 GeoTIFF of 128 x 128 scenes and its label map.
+def large_scene_paths(root: str, size: int, kind: str) -> Tuple[str, str]:
+    """The paths of a large scene and of its labels: ``scene_<size>.tif`` and
+    ``labels_<size>.tif``, prefixed by the kind but for the mosaic (the first kind, whose
+    names the demo has always used)."""
+    prefix = '' if kind == 'mosaic' else f'{kind}_'
+    return (osp.join(root, f'{prefix}scene_{size}.tif'), osp.join(root,
+                                                                  f'{prefix}labels_{size}.tif'))
+
+
+def make_large_scene(root: str, size: int, kind: str, seed: int) -> Tuple[str, str]:
+    """A ``size`` x ``size`` 4-channel uint16 GeoTIFF of a large scene and its label map.
+
+    Args:
+        root (str): The output folder.
+        size (int): Side in pixels.
+        kind (str): One of ``LARGE_SCENE_KINDS``.
+        seed (int): Random seed.
 
     Returns:
         tuple[str, str]: The paths of the scene and of its labels.
@@ -315,7 +333,7 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
     import rasterio
     from rasterio.transform import from_origin
     os.makedirs(root, exist_ok=True)
-    paths = (osp.join(root, f'scene_{size}.tif'), osp.join(root, f'labels_{size}.tif'))
+    paths = large_scene_paths(root, size, kind)
     profile = dict(
         driver='GTiff',
         width=size,
@@ -327,26 +345,18 @@ def make_large_scene(root: str, size: int, rng: np.random.RandomState) -> Tuple[
         blockysize=512,
         compress='deflate',
         BIGTIFF='IF_SAFER')
-    cells = -(-size // SCENE_SIZE)
     # Written under temporary names and renamed when complete: an interrupted run leaves no
     # file that a later run would take for a finished scene.
     with atomic_output(paths[0]) as image_partial, atomic_output(paths[1]) as labels_partial, \
             rasterio.open(image_partial, 'w', count=4, dtype='uint16', **profile) as image, \
             rasterio.open(labels_partial, 'w', count=1, dtype='uint8', **profile) as labels:
-        for row in range(cells):
-            rgb = np.zeros((SCENE_SIZE, cells * SCENE_SIZE, 3), np.uint8)
-            label_row = np.zeros((SCENE_SIZE, cells * SCENE_SIZE), np.uint8)
-            for col in range(cells):
-                img, label_map, _ = demo_scene(rng, SCENE_SIZE)
-                rgb[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = np.asarray(img)
-                label_row[:, col * SCENE_SIZE:(col + 1) * SCENE_SIZE] = label_map
-            height = min(SCENE_SIZE, size - row * SCENE_SIZE)
-            channels = rgb[:height, :size].astype(np.uint16) * 257  # 8 to 16 bits
+        for band in large_scene_bands(kind, size, seed):
+            channels = band.image.astype(np.uint16) * 257  # 8 to 16 bits
             channels = np.concatenate([channels, channels.max(2, keepdims=True)],
                                       2).transpose(2, 0, 1)
-            window = rasterio.windows.Window(0, row * SCENE_SIZE, size, height)
+            window = rasterio.windows.Window(0, band.top, size, band.labels.shape[0])
             image.write(np.ascontiguousarray(channels), window=window)
-            labels.write(label_row[None, :height, :size], window=window)
+            labels.write(band.labels[None], window=window)
     return paths
 
 
@@ -363,6 +373,12 @@ def parse_args() -> argparse.Namespace:
         type=int,
         metavar='SIZE',
         help='write only the SIZE x SIZE 4-channel 16-bit GeoTIFF scene and its labels')
+    parser.add_argument(
+        '--large-scene-kind',
+        choices=LARGE_SCENE_KINDS,
+        default='mosaic',
+        help='with --large-scene: a mosaic of independent 128 x 128 scenes, or one continuous '
+        'scene whose shapes cross tile borders (default: mosaic)')
     return parser.parse_args()
 
 
@@ -422,14 +438,12 @@ def main() -> None:
         if args.large_scene < SCENE_SIZE:
             raise SystemExit(f'--large-scene must be at least {SCENE_SIZE}, got {args.large_scene}')
         root = args.out or 'data/shapes_large'
-        existing = [
-            osp.join(root, f'{name}_{args.large_scene}.tif') for name in ('scene', 'labels')
-        ]
+        existing = large_scene_paths(root, args.large_scene, args.large_scene_kind)
         if not args.force and all(osp.exists(path) for path in existing):
             print(f'{existing[0]} exists (use --force to rewrite it)')
             return
         start = time.time()
-        paths = make_large_scene(root, args.large_scene, np.random.RandomState(args.seed + 7))
+        paths = make_large_scene(root, args.large_scene, args.large_scene_kind, args.seed)
         print(f'[{time.time() - start:5.1f}s] wrote {paths[0]} and {paths[1]}')
         return
     args.out = args.out or 'data/shapes'

@@ -1,11 +1,11 @@
 """A large generated scene of many shapes, with its ground truth, for comparing whole-image
 detection with detection on slices."""
-from typing import Dict, List, NamedTuple, Tuple
+from typing import NamedTuple, Tuple
 
 import numpy as np
 
 from mmlinear.utils.shape_geometry import SHAPE_CLASSES
-from mmlinear.utils.shape_scenes import draw_random_shape, noisy_background, overlaps
+from mmlinear.utils.shape_scenes import noisy_background, scatter_shapes
 
 
 class ShapeScene(NamedTuple):
@@ -48,30 +48,16 @@ def shape_scene(size: int,
     rng = np.random.default_rng(seed)
     canvas = noisy_background(rng, size, cell=cell)
     draw = ImageDraw.Draw(canvas)
-    wanted = int(round(shapes_per_cell * size * size / cell**2))
-    grid: Dict[Tuple[int, int], List[Tuple[float, float, float]]] = {}
-    spacing = 2 * radius_range[1] + 2  # a grid of this pitch finds every possible overlap
-    boxes, labels = [], []
-    for _ in range(wanted * 20):  # tries; a crowded scene takes fewer than asked
-        if len(boxes) == wanted:
-            break
-        radius = rng.uniform(*radius_range)
-        cx, cy = rng.uniform(radius, size - radius, 2)
-        key = (int(cx // spacing), int(cy // spacing))
-        near = [
-            placed for dx in (-1, 0, 1) for dy in (-1, 0, 1)
-            for placed in grid.get((key[0] + dx, key[1] + dy), [])
-        ]
-        if overlaps(cx, cy, radius, near):
-            continue
-        grid.setdefault(key, []).append((cx, cy, radius))
-        label, polygon = draw_random_shape(draw, rng, cx, cy, radius)
-        points = np.array(polygon)
+    shapes = scatter_shapes(rng, size, radius_range, shapes_per_cell, cell)
+    boxes = []
+    for shape in shapes:
+        draw.polygon(shape.polygon, fill=shape.colour)
+        points = np.array(shape.polygon)
         boxes.append([*points.min(0).clip(0, size), *points.max(0).clip(0, size)])
-        labels.append(label)
     return ShapeScene(
         np.asarray(canvas),
-        np.array(boxes, dtype=np.float64).reshape(-1, 4), np.array(labels, dtype=np.int64))
+        np.array(boxes, dtype=np.float64).reshape(-1, 4),
+        np.array([shape.category for shape in shapes], dtype=np.int64))
 
 
 __all__ = ['SHAPE_CLASSES', 'ShapeScene', 'shape_scene']

@@ -12,7 +12,7 @@ from ..layers.infvit_block import check_streamable
 from ..streaming.memory_model import BandWorkspace
 from ..streaming.streamed_backbone import EmbedSetup
 from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
-from ..utils.pos_embed import BandPosEmbed, TablePosEmbed
+from ..utils.pos_embed import POS_EXTRAPOLATIONS, BandPosEmbed, TablePosEmbed, pos_embed_on_grid
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone
 
 # Keys of checkpoints saved before the blocks and the final norm got the names that all
@@ -29,7 +29,8 @@ class InfViT(BasePlainBackbone):
     attention graph's Perron vector, broadcast to all tokens) or the softmax baseline in the
     same body. The output at the last layer is taken after the final norm (mmpretrain's
     ``final_norm=True`` convention). Any input size works: the patch embedding pads to a
-    multiple of the patch size, and the position table is interpolated (bicubic, float32).
+    multiple of the patch size, and the position table is interpolated (bicubic, float32) or
+    tiled at its period (``pos_extrapolation``).
     The skeleton (presets, outputs, freezing, block loop, padding masks) is
     :class:`BasePlainBackbone`'s. Checkpoints saved with the earlier key names
     (``layers.{i}``, ``ln1``) load unchanged.
@@ -64,6 +65,13 @@ class InfViT(BasePlainBackbone):
             mmpretrain's ViTs; Hugging Face's ViT uses 1e-12, which weights converted from it
             need to reproduce its features).
         interpolate_mode (str): Position-table interpolation. Defaults to 'bicubic'.
+        pos_extrapolation (str): How the position table is laid on a token grid of another
+            size than ``img_size``'s: 'interpolate' (stretched with ``interpolate_mode``) or
+            'tile' (repeated at the table's period, cropped to the grid; see
+            :mod:`mmlinear.models.utils.pos_embed`). A test-time choice: it changes no
+            parameter, and it may be set on a built model (``backbone.pos_extrapolation``).
+            Checkpoints whose table was made for another size are still interpolated to
+            ``img_size``'s on load. Defaults to 'interpolate'.
         frozen_stages (int): Freeze the patch embedding, the CLS token and the position table
             (stage 0) and then the first ``frozen_stages`` layers; -1 freezes nothing.
             Defaults to -1.
@@ -108,6 +116,7 @@ class InfViT(BasePlainBackbone):
                  final_norm: bool = True,
                  layer_norm_eps: float = 1e-6,
                  interpolate_mode: str = 'bicubic',
+                 pos_extrapolation: str = 'interpolate',
                  frozen_stages: int = -1,
                  with_cp: bool = False,
                  mixer_cfg: Optional[Dict[str, Any]] = None,
@@ -118,6 +127,7 @@ class InfViT(BasePlainBackbone):
         self.attn_type = attn_type
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         self.interpolate_mode = interpolate_mode
+        self.pos_extrapolation = pos_extrapolation
 
         self.patch_embed = PatchEmbed(in_channels, self.embed_dims, patch_size)
         self.patch_resolution = tuple(-(-s // patch_size) for s in self.img_size)
@@ -152,6 +162,16 @@ class InfViT(BasePlainBackbone):
 
         self._register_load_state_dict_pre_hook(self._prepare_state_dict)
         self._freeze_stages()
+
+    @property
+    def pos_extrapolation(self) -> str:
+        """How the position table is laid on another grid, one of :data:`POS_EXTRAPOLATIONS`."""
+        return self._pos_extrapolation
+
+    @pos_extrapolation.setter
+    def pos_extrapolation(self, value: str) -> None:
+        check_choice('pos_extrapolation', value, POS_EXTRAPOLATIONS)
+        self._pos_extrapolation = value
 
     def init_weights(self) -> None:
         """Initialise the layers from ``init_cfg``, then the CLS token and position table."""
@@ -211,10 +231,10 @@ class InfViT(BasePlainBackbone):
                      device: torch.device, whole_grid: bool) -> EmbedSetup:
         """The CLS token with its position, and the positions of the patch rows.
 
-        The whole forward interpolates the whole table, as the reference does; the streamed
-        one takes each band's rows from :class:`BandPosEmbed`, which never holds the table
-        (H' * W' * C values, as large as the image's tokens). With a padding mask the
-        positions are those of each image's valid region (see
+        The whole forward lays the whole table on the grid (``pos_extrapolation``), as the
+        reference does; the streamed one takes each band's rows from :class:`BandPosEmbed`,
+        which never holds the table (H' * W' * C values, as large as the image's tokens). With
+        a padding mask the positions are those of each image's valid region (see
         :func:`pos_embed_for_valid_regions`), so padding a batch further leaves an image's
         tokens unchanged.
         """
@@ -223,15 +243,17 @@ class InfViT(BasePlainBackbone):
             valid_shapes = [tuple(e) for e in valid_extents(token_padding_mask, hw_shape).tolist()]
         if not whole_grid:
             positions = BandPosEmbed(self.pos_embed, self.patch_resolution, hw_shape, valid_shapes,
-                                     self.interpolate_mode, self.num_extra_tokens)
+                                     self.interpolate_mode, self.num_extra_tokens,
+                                     self.pos_extrapolation)
         else:
             if valid_shapes is None:
-                table = resize_pos_embed(self.pos_embed, self.patch_resolution, hw_shape,
-                                         self.interpolate_mode, self.num_extra_tokens)
+                table = pos_embed_on_grid(self.pos_embed, self.patch_resolution, hw_shape,
+                                          self.pos_extrapolation, self.interpolate_mode,
+                                          self.num_extra_tokens)
             else:
                 table = pos_embed_for_valid_regions(self.pos_embed, self.patch_resolution,
                                                     valid_shapes, hw_shape, self.interpolate_mode,
-                                                    self.num_extra_tokens)
+                                                    self.num_extra_tokens, self.pos_extrapolation)
             positions = TablePosEmbed(table, hw_shape, self.num_extra_tokens)
         return EmbedSetup(self.cls_token.expand(batch, -1, -1) + positions.extra, {}, positions)
 

@@ -1,4 +1,14 @@
-"""Resizing of learned absolute position embeddings to another patch grid."""
+"""Learned absolute position embeddings on another patch grid than the table's.
+
+Two policies give a grid its positions (``pos_extrapolation`` of the backbones):
+
+- ``'interpolate'``: the table stretched over the grid (``F.interpolate``), as ViTs are
+  usually fine-tuned at another resolution; a grid larger than the table sees its positions
+  spread apart.
+- ``'tile'``: the table repeated at its own period (token (r, c) takes entry
+  (r mod Hs, c mod Ws)), so every window of the table's size sees positions at the spacing it
+  was trained with; a grid smaller than the table takes its top-left corner.
+"""
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -6,9 +16,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mmlinear.utils.ext_loader import exporting
+from .checks import check_choice
 
 #: Interpolation modes whose 2-D result is a 1-D interpolation along W, then one along H.
 SEPARABLE_MODES = ('nearest', 'bilinear', 'bicubic')
+#: How a position table is laid on a grid of another size (see the module's docstring).
+POS_EXTRAPOLATIONS = ('interpolate', 'tile')
 
 
 def interpolation_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -54,14 +67,73 @@ def resize_pos_embed(pos_embed: Tensor,
     return torch.cat([extra, grid], dim=1)
 
 
+def tile_pos_embed(pos_embed: Tensor,
+                   src_shape: Tuple[int, int],
+                   dst_shape: Tuple[int, int],
+                   num_extra_tokens: int = 1) -> Tensor:
+    """Repeat the grid part of a position embedding at the table's period; extra tokens are
+    kept as they are.
+
+    Token (r, c) of the output takes the table's entry (r mod Hs, c mod Ws): the output is
+    the table tiled over the grid and cropped to it (its top-left corner for a smaller grid).
+
+    Args:
+        pos_embed (Tensor): (1, num_extra_tokens + Hs * Ws, C).
+        src_shape (tuple[int, int]): (Hs, Ws), the grid the table was made for.
+        dst_shape (tuple[int, int]): (Hd, Wd), the grid of the input.
+        num_extra_tokens (int): Leading non-grid tokens (the CLS token). Defaults to 1.
+
+    Returns:
+        Tensor: (1, num_extra_tokens + Hd * Wd, C), the table's values (no arithmetic).
+    """
+    src_h, src_w = src_shape
+    if pos_embed.shape[1] != num_extra_tokens + src_h * src_w:
+        raise ValueError(f'pos_embed has {pos_embed.shape[1]} tokens, expected '
+                         f'{num_extra_tokens} + {src_h}x{src_w}')
+    extra, grid = pos_embed[:, :num_extra_tokens], pos_embed[:, num_extra_tokens:]
+    grid = grid.reshape(src_h, src_w, -1)
+    rows = torch.arange(dst_shape[0], device=grid.device) % src_h
+    cols = torch.arange(dst_shape[1], device=grid.device) % src_w
+    grid = grid[rows[:, None], cols[None, :]].flatten(0, 1)
+    return torch.cat([extra, grid[None]], dim=1)
+
+
+def pos_embed_on_grid(pos_embed: Tensor,
+                      src_shape: Tuple[int, int],
+                      dst_shape: Tuple[int, int],
+                      extrapolation: str = 'interpolate',
+                      mode: str = 'bicubic',
+                      num_extra_tokens: int = 1) -> Tensor:
+    """The position embedding of a ``dst_shape`` grid under a policy of
+    :data:`POS_EXTRAPOLATIONS`.
+
+    Args:
+        pos_embed (Tensor): (1, num_extra_tokens + Hs * Ws, C).
+        src_shape (tuple[int, int]): (Hs, Ws), the grid the table was made for.
+        dst_shape (tuple[int, int]): (Hd, Wd), the grid of the input.
+        extrapolation (str): 'interpolate' (:func:`resize_pos_embed`) or 'tile'
+            (:func:`tile_pos_embed`). Defaults to 'interpolate'.
+        mode (str): ``F.interpolate`` mode of 'interpolate'. Defaults to 'bicubic'.
+        num_extra_tokens (int): Leading non-grid tokens (the CLS token). Defaults to 1.
+
+    Returns:
+        Tensor: (1, num_extra_tokens + Hd * Wd, C) in the dtype of ``pos_embed``.
+    """
+    check_choice('pos_extrapolation', extrapolation, POS_EXTRAPOLATIONS)
+    if extrapolation == 'tile':
+        return tile_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens)
+    return resize_pos_embed(pos_embed, src_shape, dst_shape, mode, num_extra_tokens)
+
+
 def pos_embed_for_valid_regions(pos_embed: Tensor,
                                 src_shape: Tuple[int, int],
                                 valid_shapes: Sequence[Tuple[int, int]],
                                 canvas_shape: Tuple[int, int],
                                 mode: str = 'bicubic',
-                                num_extra_tokens: int = 1) -> Tensor:
-    """Per-image position embeddings for a padded batch: the table is interpolated to each
-    image's valid token region (top-left) and the padded tokens get zeros.
+                                num_extra_tokens: int = 1,
+                                extrapolation: str = 'interpolate') -> Tensor:
+    """Per-image position embeddings for a padded batch: the table is laid on each image's
+    valid token region (top-left) and the padded tokens get zeros.
 
     Interpolating to the padded grid instead would make an image's features depend on how
     far its batch was padded.
@@ -73,6 +145,8 @@ def pos_embed_for_valid_regions(pos_embed: Tensor,
         canvas_shape (tuple[int, int]): (H, W), the padded token grid.
         mode (str): ``F.interpolate`` mode. Defaults to 'bicubic'.
         num_extra_tokens (int): Leading non-grid tokens (the CLS token). Defaults to 1.
+        extrapolation (str): One of :data:`POS_EXTRAPOLATIONS` (see
+            :func:`pos_embed_on_grid`). Defaults to 'interpolate'.
 
     Returns:
         Tensor: (B, num_extra_tokens + H * W, C).
@@ -82,7 +156,7 @@ def pos_embed_for_valid_regions(pos_embed: Tensor,
     canvas = pos_embed.new_zeros(len(valid_shapes), H, W, C)
     for shape in set(valid_shapes):
         h, w = shape
-        grid = resize_pos_embed(pos_embed, src_shape, shape, mode, num_extra_tokens)
+        grid = pos_embed_on_grid(pos_embed, src_shape, shape, extrapolation, mode, num_extra_tokens)
         grid = grid[0, num_extra_tokens:].reshape(h, w, C)
         images = [i for i, s in enumerate(valid_shapes) if s == shape]
         canvas[images, :h, :w] = grid
@@ -110,6 +184,41 @@ def interpolation_weights(src_len: int, dst_len: int, mode: str, dtype: torch.dt
     align = False if mode in ('bilinear', 'bicubic') else None
     weights = F.interpolate(identity, size=(dst_len, 1), mode=mode, align_corners=align)
     return weights[0, :, :, 0].t()
+
+
+def tiling_weights(src_len: int, dst_len: int, dtype: torch.dtype) -> Tensor:
+    """The 1-D weights of the table repeated at its period, as a matrix: output position i
+    takes source position i mod ``src_len`` with weight one.
+
+    Args:
+        src_len (int): Source positions.
+        dst_len (int): Output positions.
+        dtype (torch.dtype): Float dtype of the result.
+
+    Returns:
+        Tensor: (dst_len, src_len) one-hot rows; output = weights @ source along that axis.
+    """
+    return torch.eye(src_len, dtype=dtype)[torch.arange(dst_len) % src_len]
+
+
+def axis_weights(extrapolation: str, src_len: int, dst_len: int, mode: str,
+                 dtype: torch.dtype) -> Tensor:
+    """The 1-D weights of a policy of :data:`POS_EXTRAPOLATIONS` along one axis.
+
+    Args:
+        extrapolation (str): 'interpolate' (:func:`interpolation_weights`) or 'tile'
+            (:func:`tiling_weights`).
+        src_len (int): Source positions.
+        dst_len (int): Output positions.
+        mode (str): One of ``SEPARABLE_MODES``, for 'interpolate'.
+        dtype (torch.dtype): Float dtype of the result.
+
+    Returns:
+        Tensor: (dst_len, src_len); output = weights @ source along that axis.
+    """
+    if extrapolation == 'tile':
+        return tiling_weights(src_len, dst_len, dtype)
+    return interpolation_weights(src_len, dst_len, mode, dtype)
 
 
 class TablePosEmbed:
@@ -141,13 +250,15 @@ class TablePosEmbed:
 
 
 class BandPosEmbed:
-    """The rows of an interpolated position table, one band of grid rows at a time.
+    """The rows of a position table laid on the grid, one band of grid rows at a time.
 
-    Equals the rows of :func:`resize_pos_embed` (or, with ``valid_shapes``,
-    :func:`pos_embed_for_valid_regions`) without the whole (H' * W', C) table: the table is
-    interpolated along W once (Hs x W' x C, small), and each output row then takes the
-    weights of its source rows from the same 1-D interpolation along H. (Interpolating a
-    cropped table instead would move every sample point.)
+    Equals the rows of :func:`pos_embed_on_grid` (or, with ``valid_shapes``,
+    :func:`pos_embed_for_valid_regions`) without the whole (H' * W', C) table: both policies
+    are separable, one 1-D map along W and one along H (the interpolation's weights, or the
+    tiling's one-hot ones). The table is mapped along W once (Hs x W' x C, small), and each
+    output row then takes the weights of its source rows along H. (Interpolating a cropped
+    table instead would move every sample point.) Tiling's weights are one-hot, so its rows
+    are the table's values exactly.
 
     Args:
         pos_embed (Tensor): (1, num_extra_tokens + Hs * Ws, C).
@@ -156,8 +267,9 @@ class BandPosEmbed:
         valid_shapes (Sequence[tuple[int, int]], optional): (h, w) valid token region of
             each image of a padded batch; padded tokens get zeros. Defaults to None (the
             whole grid, one table for the batch).
-        mode (str): One of ``SEPARABLE_MODES``. Defaults to 'bicubic'.
+        mode (str): One of ``SEPARABLE_MODES``, for 'interpolate'. Defaults to 'bicubic'.
         num_extra_tokens (int): Leading non-grid tokens. Defaults to 1.
+        extrapolation (str): One of :data:`POS_EXTRAPOLATIONS`. Defaults to 'interpolate'.
     """
 
     def __init__(self,
@@ -166,8 +278,10 @@ class BandPosEmbed:
                  canvas_shape: Tuple[int, int],
                  valid_shapes: Optional[Sequence[Tuple[int, int]]] = None,
                  mode: str = 'bicubic',
-                 num_extra_tokens: int = 1) -> None:
-        if mode not in SEPARABLE_MODES:
+                 num_extra_tokens: int = 1,
+                 extrapolation: str = 'interpolate') -> None:
+        check_choice('pos_extrapolation', extrapolation, POS_EXTRAPOLATIONS)
+        if extrapolation == 'interpolate' and mode not in SEPARABLE_MODES:
             raise ValueError(f'band-wise position tables need a separable interpolate_mode; '
                              f'allowed: {", ".join(map(repr, SEPARABLE_MODES))}, got {mode!r}')
         self.dtype = pos_embed.dtype
@@ -183,9 +297,10 @@ class BandPosEmbed:
         self.row_weights = grid.new_zeros(len(shapes), H, src_h)
         self.columns = grid.new_zeros(len(shapes), src_h, W, grid.shape[-1])
         for i, (h, w) in enumerate(shapes):
-            self.row_weights[i, :h] = interpolation_weights(src_h, h, mode, acc)
+            self.row_weights[i, :h] = axis_weights(extrapolation, src_h, h, mode, acc)
             self.columns[i, :, :w] = torch.einsum('wv,hvc->hwc',
-                                                  interpolation_weights(src_w, w, mode, acc), grid)
+                                                  axis_weights(extrapolation, src_w, w, mode, acc),
+                                                  grid)
 
     def rows(self, start: int, stop: int) -> Tensor:
         """The grid positions of token rows [start, stop).

@@ -70,6 +70,17 @@ def test_linear_infvit_streamed_equals_forward_in_float64(out_type, band_rows, m
     assert_streamed_equals_whole(model, image(), mask, band_rows=band_rows)
 
 
+@pytest.mark.parametrize('policy', ['interpolate', 'tile'])
+@pytest.mark.parametrize('band_rows', [1, 3])
+@pytest.mark.parametrize('masked', [False, True])
+def test_infvit_streamed_equals_forward_for_each_position_policy(policy, band_rows, masked):
+    """A 10 x 8 grid on a 6 x 6 table (not a multiple of its period): each policy's band rows
+    are those of its whole table, with and without a padding mask."""
+    model = infvit(out_type='featmap', pos_extrapolation=policy)
+    mask = pixel_padding_mask([(77, 61), (45, 30)], (77, 61)) if masked else None
+    assert_streamed_equals_whole(model, image(), mask, band_rows=band_rows)
+
+
 def test_linear_infvit_streamed_equals_forward_in_float32():
     model = infvit(torch.float32, arch='infvit-demo', out_type='featmap', out_indices=(1, 3))
     x = image((1, 3, 130, 98), torch.float32)

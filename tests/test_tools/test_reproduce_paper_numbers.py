@@ -5,7 +5,7 @@ import os.path as osp
 import re
 
 import pytest
-from analysis_tools_loader import load_tool
+from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 
 reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
@@ -43,6 +43,14 @@ IN_DOCS = [
     ('weightformer-imagenet', 'DeiT-T / -S / -B 72.2 / **79.8** / 81.8, isotropic ConvNeXt-S '
      '/ -B **79.7** / 82.0'),
 ]
+
+
+def test_the_list_states_the_papers_numbers_beside_their_experiments():
+    listed = run_tool_main(reproduce, '--list').stdout
+    assert ' '.join(listed.split()).count('(reported 79.8 for Linear-InfViT-4L, against 76.8 '
+                                          'for the best baseline compared)') == 1
+    assert 'reported MoRF-AOC 42.6 / 71.7 / 76.0 and bbox PR-AUC 56.2 / 72.4 / 76.1 for the ' \
+        'softmax ViT, Pure and Linear InfSA' in ' '.join(listed.split())
 
 
 @pytest.mark.parametrize('experiment_id, line', PRINTED)

@@ -80,6 +80,8 @@ def left_perron_vector(matrix: Tensor,
     """
     if matrix.dim() < 2 or matrix.shape[-1] != matrix.shape[-2]:
         raise ValueError(f'expected (..., N, N) square matrices, got {tuple(matrix.shape)}')
+    if not matrix.isfinite().all():
+        raise ValueError('the matrices hold NaN or infinite entries (an overflow upstream?)')
     if (matrix < 0).any():
         raise ValueError('the Perron vector is defined here for non-negative matrices only')
     if max_iter < 1 or not tol > 0:
@@ -90,8 +92,8 @@ def left_perron_vector(matrix: Tensor,
     # vectors, and a tolerance that reads the same at every scale of the scores.
     scale = matrix.sum(-1).amax(-1, keepdim=True)[..., None]
     matrix = matrix / scale.masked_fill(nilpotent[..., None, None], 1.0)
-    vector = torch.full(matrix.shape[:-1], 1.0 / matrix.shape[-1], dtype=torch.float64)
-    vector = vector.to(matrix.device)
+    vector = torch.full(
+        matrix.shape[:-1], 1.0 / matrix.shape[-1], dtype=torch.float64, device=matrix.device)
     active = ~nilpotent
     for _ in range(max_iter):
         step = (vector[..., None, :] @ matrix)[..., 0, :]

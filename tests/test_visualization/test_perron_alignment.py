@@ -155,6 +155,8 @@ def test_non_square_negative_or_badly_configured_input_is_refused():
         left_perron_vector(torch.rand(3, 4))
     with pytest.raises(ValueError, match='non-negative matrices only'):
         left_perron_vector(-torch.rand(3, 3))
+    with pytest.raises(ValueError, match='NaN or infinite entries'):
+        left_perron_vector(torch.tensor([[1.0, float('inf')], [0.0, 1.0]]))
     with pytest.raises(ValueError, match='max_iter must be >= 1 and tol > 0, got 0'):
         left_perron_vector(torch.rand(3, 3), max_iter=0)
 

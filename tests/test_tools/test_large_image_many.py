@@ -4,6 +4,7 @@ the incomplete images only; --force redoes all; SIGTERM stops after the image in
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -132,18 +133,35 @@ def wait_for_first_done(process, out):
         time.sleep(0.05)
 
 
-@pytest.fixture
-def many(tmp_path):
+@pytest.fixture(scope='module')
+def many(tmp_path_factory):
     """Six good rasters: a run long enough to be stopped in the middle."""
-    images = tmp_path / 'many'
-    images.mkdir()
+    images = tmp_path_factory.mktemp('many')
     for index in range(6):
         write_raster(images / f'scene_{index}.tif', scene_channels(96, 96, seed=index))
     return images
 
 
+@pytest.fixture(scope='module')
+def whole(checkpoint, many, tmp_path_factory):
+    """The outputs of an uninterrupted run of one process over ``many``."""
+    out = tmp_path_factory.mktemp('whole') / 'out'
+    assert run_script(many, CONFIG, checkpoint, '--out', out).wait(timeout=600) == 0
+    return out
+
+
+def assert_same_class_maps(out, whole):
+    for index in range(6):
+        name = f'scene_{index}'
+        assert (out / name / 'class_map.tif').read_bytes() == \
+            (whole / name / 'class_map.tif').read_bytes()
+        assert json.loads(
+            (out / name / 'summary.json').read_text())['image'].endswith(f'{name}.tif')
+    assert not list(out.rglob('*.partial*'))
+
+
 @pytest.mark.parametrize('how', ['SIGKILL', 'SIGTERM'])
-def test_a_stopped_run_finishes_the_rest_when_run_again(checkpoint, many, tmp_path, how):
+def test_a_stopped_run_finishes_the_rest_when_run_again(checkpoint, many, whole, tmp_path, how):
     out = tmp_path / 'out'
     process = run_script(many, CONFIG, checkpoint, '--out', out)
     wait_for_first_done(process, out)
@@ -166,12 +184,107 @@ def test_a_stopped_run_finishes_the_rest_when_run_again(checkpoint, many, tmp_pa
     assert {n for n, s in after.items() if s == 'skipped'} >= done_before
     assert set(after.values()) <= {'done', 'skipped'} and len(after) == 6
     # the outputs are those of an uninterrupted run
-    whole = tmp_path / 'whole'
-    assert run_script(many, CONFIG, checkpoint, '--out', whole).wait(timeout=600) == 0
-    for index in range(6):
-        name = f'scene_{index}'
-        assert (out / name / 'class_map.tif').read_bytes() == \
-            (whole / name / 'class_map.tif').read_bytes()
-        assert json.loads(
-            (out / name / 'summary.json').read_text())['image'].endswith(f'{name}.tif')
-    assert not list(out.rglob('*.partial*'))
+    assert_same_class_maps(out, whole)
+
+
+def free_port():
+    """A TCP port free at this moment (a fixed one would collide with another run)."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def test_two_processes_under_torchrun_share_the_images_and_do_each_once(
+        checkpoint, many, whole, tmp_path):
+    out = tmp_path / 'out'
+    process = subprocess.Popen([
+        sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_port',
+        str(free_port()), SCRIPT, many, CONFIG, checkpoint, '--out', out, '--launcher', 'pytorch'
+    ],
+                               cwd=REPO_ROOT,
+                               env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=REPO_ROOT),
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE,
+                               text=True)
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    records = manifest(out)
+    assert [os.path.basename(r['input']) for r in records] == [f'scene_{i}.tif' for i in range(6)]
+    assert {r['status'] for r in records} == {'done'}
+    # equal sizes: three images each; every image in one rank's record only
+    assert sorted(r['rank'] for r in records) == [0, 0, 0, 1, 1, 1]
+    assert '[rank 0] ' in stdout and '[rank 1] ' in stdout
+    assert sorted(p.name for p in out.glob('manifest*')) == ['manifest.jsonl']
+    assert_same_class_maps(out, whole)
+
+
+# slurm is not installed where the suite runs: this srun runs the step's tasks on this machine
+# as slurm does (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the signals it receives passed on to
+# every task; the highest status returned), so that the script's command line, the slurm
+# launcher and the requeue status are tested; the scheduler itself is not.
+LOCAL_SRUN = r'''#!/usr/bin/env bash
+ntasks=1
+while [[ $1 == -* ]]; do
+    case $1 in
+        -p) shift ;;
+        --ntasks=*) ntasks=${1#*=} ;;
+    esac
+    shift
+done
+pids=()
+for ((task = 0; task < ntasks; task++)); do
+    SLURM_PROCID=$task SLURM_LOCALID=$task SLURM_NTASKS=$ntasks SLURM_NODELIST=localhost "$@" &
+    pids+=($!)
+done
+trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' TERM
+trap 'kill -USR1 "${pids[@]}" 2>/dev/null || true' USR1
+highest=0
+for pid in "${pids[@]}"; do
+    while true; do
+        wait "$pid" && status=0 || status=$?
+        kill -0 "$pid" 2>/dev/null || break
+    done
+    if [[ $status -gt $highest ]]; then highest=$status; fi
+done
+exit "$highest"
+'''
+
+
+def test_slurm_infer_stops_on_sigterm_with_75_and_a_rerun_completes(checkpoint, many, whole,
+                                                                    tmp_path):
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'srun').write_text(LOCAL_SRUN)
+    (bin_dir / 'srun').chmod(0o755)
+    out = tmp_path / 'out'
+    env = dict(
+        os.environ,
+        PATH=f'{bin_dir}:{os.environ["PATH"]}',
+        PYTHON=sys.executable,
+        OMP_NUM_THREADS='1',
+        GPUS='2',
+        GPUS_PER_NODE='2',
+        MASTER_ADDR='127.0.0.1',
+        MASTER_PORT=str(free_port()))
+    command = [
+        'bash', 'tools/slurm_infer.sh', 'PARTITION', 'JOB', many, CONFIG, checkpoint, out,
+        '--device', 'cpu'
+    ]
+    job = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while job.poll() is None and not any('"done"' in p.read_text()
+                                         for p in out.glob('manifest.rank*.jsonl')):
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)
+    stdout, stderr = job.communicate(timeout=600)
+    assert job.returncode == 75, stdout[-3000:] + stderr[-3000:]
+    assert 'inference stopped on a signal (status 75): run the same command again' in stderr
+    stopped = statuses(out)
+    assert 'pending' in stopped.values() and 'done' in stopped.values()
+    rerun = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    after = statuses(out)
+    assert {n for n, s in stopped.items() if s == 'done'} == \
+        {n for n, s in after.items() if s == 'skipped'}
+    assert set(after.values()) == {'done', 'skipped'}
+    assert_same_class_maps(out, whole)

@@ -30,7 +30,7 @@ from mmlinear.utils.progress import ProgressETA
 from .image_batch import output_names
 from .large_image_inputs import open_image
 from .run_manifest import (MANIFEST, completed_outputs, merge_rank_manifests, new_record,
-                           rank_manifest, read_manifest, write_manifest)
+                           rank_manifest, rank_manifests, read_manifest, write_manifest)
 
 #: The signals that stop a run after the current input (a scheduler's warnings).
 STOP_SIGNALS = ('SIGTERM', 'SIGUSR1')
@@ -171,8 +171,13 @@ def run_batch(inputs: Sequence[str],
             records[path] = new_record(path, folder, 'skipped', outputs=outputs)
         else:
             records[path] = dict(records[path], status='skipped')
+    if rank == 0:
+        # What a killed several-process run left would be merged with this run's records.
+        for stale in rank_manifests(out):
+            os.remove(stale)
     if world_size > 1:
-        # No rank writes before every rank has judged what is complete.
+        # No rank writes before every rank has judged what is complete and rank 0 has cleared
+        # the old rank manifests.
         dist.barrier()
         pixels = [image_pixels(inputs[i]) for i in todo]
         mine = [todo[i] for i in share_by_pixels(pixels, world_size)[rank]]

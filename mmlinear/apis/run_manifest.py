@@ -81,6 +81,11 @@ def read_manifest(path: str) -> List[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def rank_manifests(out: str) -> List[str]:
+    """The ranks' manifests in ``out`` (of this run, or left by a killed one)."""
+    return sorted(glob.glob(osp.join(out, 'manifest.rank*.jsonl')))
+
+
 def merge_rank_manifests(out: str, inputs: Sequence[str], records: Dict[str, dict]) -> List[dict]:
     """Rank 0's end of a several-process run: the records of every ``manifest.rank<k>.jsonl``
     in ``out`` over ``records``, written as ``manifest.jsonl`` in the order of ``inputs``;
@@ -96,7 +101,7 @@ def merge_rank_manifests(out: str, inputs: Sequence[str], records: Dict[str, dic
         list[dict]: The merged records, one per input that has one.
     """
     merged = dict(records)
-    rank_files = sorted(glob.glob(osp.join(out, 'manifest.rank*.jsonl')))
+    rank_files = rank_manifests(out)
     for rank_file in rank_files:
         merged.update((r['input'], r) for r in read_manifest(rank_file))
     ordered = [merged[path] for path in inputs if path in merged]

@@ -66,3 +66,11 @@ def test_a_failure_is_recorded_and_a_rerun_skips_the_complete(images, tmp_path):
     assert manifest == result.records
     result = run_batch(images, out, write_outputs, planned, force=True, printer=lines.append)
     assert [r['status'] for r in result.records] == ['done'] * 3
+
+
+def test_rank_manifests_a_killed_run_left_are_cleared(images, tmp_path):
+    out = tmp_path / 'out'
+    out.mkdir()
+    (out / 'manifest.rank3.jsonl').write_text('{"input": "stale"}\n')
+    run_batch(images[:1], str(out), write_outputs, planned, printer=lambda line: None)
+    assert sorted(p.name for p in out.iterdir()) == ['a', 'manifest.jsonl']

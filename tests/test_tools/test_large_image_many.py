@@ -11,6 +11,7 @@ import time
 
 import pytest
 import test_large_image as one_image
+import tifffile
 from analysis_tools_loader import run_tool_main
 from conftest import REPO_ROOT
 
@@ -25,11 +26,18 @@ GOOD = {'a_small': (64, 64), 'b_wide': (48, 136), 'c_tall': (104, 56)}
 
 @pytest.fixture
 def folder(tmp_path):
-    """Three good rasters of different sizes, a truncated one and one of 2 channels."""
+    """Three good GeoTIFFs of different sizes, an OME-TIFF, a truncated GeoTIFF and one of 2
+    channels."""
     images = tmp_path / 'images'
     images.mkdir()
     for seed, (name, (height, width)) in enumerate(GOOD.items()):
         write_raster(images / f'{name}.tif', scene_channels(height, width, seed=seed))
+    # an OME-TIFF (no georeference), its folder named without the two suffixes
+    tifffile.imwrite(
+        images / 'f_slide.ome.tif',
+        scene_channels(72, 80, seed=7),
+        ome=True,
+        metadata={'axes': 'CYX'})
     whole = open(write_raster(tmp_path / 'whole.tif', scene_channels(64, 64)), 'rb').read()
     (images / 'd_corrupt.tif').write_bytes(whole[:200])
     write_raster(images / 'e_two_bands.tif', scene_channels(64, 64, count=2))
@@ -50,20 +58,21 @@ def test_a_folder_gives_each_good_image_its_one_image_outputs_and_records_the_ba
     result = run_tool_main(tool, folder, CONFIG, checkpoint, '--out', out)
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line.startswith('2 of 5 inputs failed: ')
+    assert last_line.startswith('2 of 6 inputs failed: ')
     assert 'd_corrupt.tif' in last_line and 'e_two_bands.tif' in last_line
     records = {os.path.basename(r['input']): r for r in manifest(out)}
-    assert list(records) == [f'{n}.tif' for n in GOOD] + ['d_corrupt.tif', 'e_two_bands.tif']
+    bad = ['d_corrupt.tif', 'e_two_bands.tif']
+    assert list(records) == [f'{n}.tif' for n in GOOD] + bad + ['f_slide.ome.tif']
     assert 'takes images of 3 channels, the image has 2' in records['e_two_bands.tif']['error']
     assert records['d_corrupt.tif']['status'] == 'failed' and records['d_corrupt.tif']['error']
     # a progress line per image, with the count and the time left
-    assert '[5/5] ' in result.stdout and 'ETA' in result.stdout
-    for name in GOOD:
-        record = records[f'{name}.tif']
+    assert '[6/6] ' in result.stdout and 'ETA' in result.stdout
+    for name, file in [(n, f'{n}.tif') for n in GOOD] + [('f_slide', 'f_slide.ome.tif')]:
+        record = records[file]
         assert record['status'] == 'done' and record['error'] is None
         assert record['peak_memory_gb'] > 0 and record['predicted_peak_gb'] > 0
         single = tmp_path / f'single_{name}'
-        assert run_tool_main(tool, folder / f'{name}.tif', CONFIG, checkpoint, '--out',
+        assert run_tool_main(tool, folder / file, CONFIG, checkpoint, '--out',
                              single).returncode == 0
         assert (out / name / 'class_map.tif').read_bytes() == \
             (single / 'class_map.tif').read_bytes()
@@ -111,6 +120,31 @@ def test_a_list_file_and_repeated_names_get_folders_of_their_own(tool, checkpoin
     assert len(folders) == 2 and all(f.startswith('scene-') for f in folders)
     maps = [(out / f / 'class_map.tif').read_bytes() for f in folders]
     assert maps[0] != maps[1]
+
+
+def test_help_describes_the_tool_in_whole_sentences(tool):
+    result = run_tool_main(tool, '--help')
+    assert result.returncode == 0
+    description = ' '.join(result.stdout.split('\n\n')[1].split())
+    assert description == ('Segment or detect on large images whole, one or a folder of them: '
+                           'raster files in, class-map GeoTIFFs or detections (COCO JSON, '
+                           'GeoJSON) out.')
+
+
+def test_options_of_a_run_of_several_images_are_refused_for_one(tool, checkpoint, tmp_path):
+    image = write_raster(tmp_path / 'scene.tif', scene_channels(64, 64))
+    result = run_tool_main(tool, image, CONFIG, checkpoint, '--out', tmp_path / 'out', '--pattern',
+                           '*.tif')
+    assert result.returncode == 1
+    assert "--pattern '*.tif' selects the files of a folder, and no folder was given" in \
+        result.stderr
+    result = run_tool_main(tool, image, CONFIG, checkpoint, '--out', tmp_path / 'out', '--launcher',
+                           'pytorch')
+    assert result.returncode == 1 and 'it was given one image' in result.stderr
+    result = run_tool_main(tool, tmp_path, '--pattern', '*.png', CONFIG, checkpoint, '--out',
+                           tmp_path / 'out')
+    assert result.returncode == 1 and "no files matching '*.png' in the folder" in result.stderr
+    assert not (tmp_path / 'out').exists()
 
 
 def run_script(*args, **popen):

@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -54,7 +54,7 @@ class BatchResult:
     records: List[dict]
     failed: int
     total: int
-    stopped_by: Any = None
+    stopped_by: Optional[str] = None
     exit_code: int = 0
     failures: List[dict] = field(default_factory=list)
 
@@ -136,7 +136,7 @@ def run_batch(inputs: Sequence[str],
               process: Callable[[str, str], dict],
               planned_outputs: Callable[[str], List[str]],
               force: bool = False,
-              printer: Callable[[str], None] = None) -> BatchResult:
+              printer: Optional[Callable[[str], None]] = None) -> BatchResult:
     """Run ``process`` on each input not yet complete, recording each in the manifest.
 
     Args:

@@ -20,9 +20,9 @@ message hub and the hooks' own checkpoint state, but
   workers keep their generators in their own processes, which no checkpoint can restore;
 - ``EpochBasedTrainLoop.run_epoch`` skips the batches of the interrupted epoch that were
   already trained (it fetches and drops them, so the sampler and the batches' order are the
-  uninterrupted run's) and ``IterBasedTrainLoop``'s iterator, which
-  mmengine already advances past the trained batches, is wrapped; both restore the generator
-  states just before the first batch that is trained again.
+  uninterrupted run's) and ``IterBasedTrainLoop``'s iterator, which mmengine already advances
+  past the trained batches, is wrapped; both restore the generator states just before the
+  first batch that is trained again.
 
 The states are restored where the uninterrupted run stood when the checkpoint was written.
 That is where it stood before its next batch, and so bit-exact, unless a validation runs

@@ -141,9 +141,10 @@ class PreemptionHook(Hook):
         runner.save_checkpoint(out_dir, filename, by_epoch=False)
         if is_main_process():
             write_last_checkpoint(runner.work_dir, join_path(out_dir, filename))
-        self._restore_handlers()
+        # Before the handlers go: a second signal meanwhile is only recorded.
         for loader in self._loaders(runner):
             shut_down_workers(loader)
+        self._restore_handlers()
         if torch_dist.is_available() and torch_dist.is_initialized():
             # No rank may leave before rank 0 has written: a launcher stops the others when
             # one exits. Then close the group, which an exiting interpreter may abort.

@@ -15,11 +15,14 @@ message hub and the hooks' own checkpoint state, but
   mmengine calls it on every rank and writes on rank 0 only) and the number of batches per
   epoch in the message hub, which the checkpoint saves and ``Runner.resume`` restores;
 - ``Runner.resume`` hands them to the train loop as a pending :class:`ResumePoint`;
+- ``Runner.build_train_loop`` seeds each training sample's random draws from the seed, the
+  epoch and the sample's place in it (:mod:`mmlinear.engine.sample_seeding`): data-loading
+  workers keep their generators in their own processes, which no checkpoint can restore;
 - ``EpochBasedTrainLoop.run_epoch`` skips the batches of the interrupted epoch that were
-  already trained (it fetches and drops them, so the sampler, a worker's random state and
-  the batches' order are the uninterrupted run's) and ``IterBasedTrainLoop``'s iterator, which
-  mmengine already advances past the trained batches, is wrapped; both restore the generator
-  states just before the first batch that is trained again.
+  already trained (it fetches and drops them, so the sampler and the batches' order are the
+  uninterrupted run's) and ``IterBasedTrainLoop``'s iterator, which mmengine already advances
+  past the trained batches, is wrapped; both restore the generator states just before the
+  first batch that is trained again.
 
 The states are restored where the uninterrupted run stood when the checkpoint was written.
 That is where it stood before its next batch, and so bit-exact, unless a validation runs
@@ -37,6 +40,8 @@ from mmengine.dist import all_gather_object, get_dist_info
 from mmengine.logging import print_log
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner
 
+from .sample_seeding import seed_each_sample
+
 #: The message hub key of the states saved with a checkpoint.
 RESUME_STATE_KEY = 'mmlinear_resume_state'
 
@@ -44,6 +49,7 @@ RESUME_STATE_KEY = 'mmlinear_resume_state'
 # shim imports this module first).
 _upstream_save_checkpoint = Runner.save_checkpoint
 _upstream_resume = Runner.resume
+_upstream_build_train_loop = Runner.build_train_loop
 
 
 def capture_rng_state() -> dict:
@@ -196,6 +202,14 @@ def resume(self: Runner, *args, **kwargs) -> None:
         loop._mmlinear_resume_point = point
 
 
+def build_train_loop(self: Runner, loop):
+    """``Runner.build_train_loop``, with each sample of the train loader it builds seeded
+    from the seed, the epoch and its place in the epoch."""
+    if isinstance(loop, dict):
+        self._train_dataloader = seed_each_sample(self._train_dataloader)
+    return _upstream_build_train_loop(self, loop)
+
+
 def run_epoch(self: EpochBasedTrainLoop) -> None:
     """``EpochBasedTrainLoop.run_epoch`` of mmengine 0.10.7, continuing an interrupted epoch
     after the batches it had trained."""
@@ -223,6 +237,6 @@ def run_epoch(self: EpochBasedTrainLoop) -> None:
 
 
 __all__ = [
-    'RESUME_STATE_KEY', 'ResumePoint', 'capture_rng_state', 'restore_rng_state', 'resume',
-    'run_epoch', 'save_checkpoint'
+    'RESUME_STATE_KEY', 'ResumePoint', 'build_train_loop', 'capture_rng_state', 'restore_rng_state',
+    'resume', 'run_epoch', 'save_checkpoint'
 ]

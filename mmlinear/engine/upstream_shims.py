@@ -79,6 +79,7 @@ def _install_exact_resume() -> None:
     from . import exact_resume
     Runner.save_checkpoint = exact_resume.save_checkpoint
     Runner.resume = exact_resume.resume
+    Runner.build_train_loop = exact_resume.build_train_loop
     EpochBasedTrainLoop.run_epoch = exact_resume.run_epoch
 
 
@@ -137,10 +138,12 @@ SHIMS: Dict[str, Shim] = {
         install=_install_latest_valid_checkpoint),
     'exact_resume':
     Shim(
-        replaces='Runner.save_checkpoint, Runner.resume, EpochBasedTrainLoop.run_epoch',
+        replaces='Runner.save_checkpoint, Runner.resume, Runner.build_train_loop, '
+        'EpochBasedTrainLoop.run_epoch',
         upstream='mmengine 0.10.7 (run_epoch is its copy, plus the skip)',
-        why='upstream saves no random states and restarts a mid-epoch checkpoint\'s epoch '
-        'from its first batch (engine/exact_resume.py)',
+        why='upstream saves no random states, restarts a mid-epoch checkpoint\'s epoch '
+        'from its first batch, and data-loading workers draw augmentations from generators '
+        'no checkpoint holds (engine/exact_resume.py, engine/sample_seeding.py)',
         remove_when='mmengine restores random states and the position inside an epoch',
         install=_install_exact_resume),
     'mmcv_cpu_autocast':

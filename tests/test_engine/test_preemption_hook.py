@@ -1,8 +1,12 @@
-"""PreemptionHook's arguments: refused with the allowed values; the handlers come and go."""
+"""PreemptionHook's arguments: refused with the allowed values; the handlers come and go; the
+data loaders' workers ignore the signals."""
 import signal
+from types import SimpleNamespace
 
 import pytest
+from torch.utils.data import DataLoader
 
+from mmlinear.engine.dataloader_workers import IgnoreSignals
 from mmlinear.engine.hooks import REQUEUE_EXIT_CODE, PreemptionHook
 
 
@@ -37,3 +41,16 @@ def test_the_handlers_record_the_signal_and_are_restored_after_the_run():
     finally:
         hook.after_run(runner=None)
     assert signal.getsignal(signal.SIGUSR2) is before
+
+
+def test_the_workers_of_the_training_and_validation_loaders_ignore_the_signals():
+    loaders = [DataLoader(range(4), num_workers=2) for _ in range(2)]
+    runner = SimpleNamespace(
+        train_loop=SimpleNamespace(dataloader=loaders[0]),
+        val_loop=SimpleNamespace(dataloader=loaders[1]))
+    PreemptionHook(signals=['SIGUSR2']).before_train(runner)
+    for loader in loaders:
+        assert isinstance(loader.worker_init_fn, IgnoreSignals)
+        assert loader.worker_init_fn.signals == ('SIGUSR2', )
+    # A run without validation.
+    PreemptionHook().before_train(SimpleNamespace(train_loop=runner.train_loop, val_loop=None))

@@ -39,6 +39,7 @@ def test_importing_mmlinear_installs_the_mmengine_shims():
     assert CheckpointHook._save_checkpoint_with_step is atomic_checkpoint.save_checkpoint_with_step
     assert Runner.save_checkpoint is exact_resume.save_checkpoint
     assert Runner.resume is exact_resume.resume
+    assert Runner.build_train_loop is exact_resume.build_train_loop
     assert EpochBasedTrainLoop.run_epoch is exact_resume.run_epoch
     assert config_module.get_installed_path is get_installed_path
     assert config_utils.MODULE2PACKAGE['mmlinear'] == 'mmlinear'

@@ -154,19 +154,32 @@ def train(config, work_dir, tmp_path, *args):
                env=env_with(hooks_dir(tmp_path)))
 
 
-def preempt(config, work_dir, at, tmp_path):
-    """Train ``config`` (holding :func:`wait_hook` of ``at``) with ``--preemptible``, send it
-    SIGTERM once it has reached iteration ``at``, and check the exit status and checkpoint.
+def preempt(config, work_dir, at, tmp_path, *args, signal_name='SIGTERM', whole_group=False):
+    """Train ``config`` (holding :func:`wait_hook` of ``at``) with ``--preemptible`` and
+    ``args``, send it ``signal_name`` once it has reached iteration ``at``, and check the exit
+    status and checkpoint.
+
+    Args:
+        whole_group (bool): Start the run in a process group of its own and signal every
+            process of it, its data-loading workers included (as Slurm and ``timeout`` do),
+            rather than the main process alone.
 
     Returns:
         str: The preemption checkpoint.
     """
     ready = str(tmp_path / 'ready')
-    command = [sys.executable, 'tools/train.py', config, '--work-dir', work_dir, '--preemptible']
+    command = [
+        sys.executable, 'tools/train.py', config, '--work-dir', work_dir, '--preemptible', *args
+    ]
     log_path = tmp_path / 'preempted.log'
     with open(log_path, 'w') as log:
         process = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=log, stderr=log, env=env_with(hooks_dir(tmp_path)))
+            command,
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=log,
+            env=env_with(hooks_dir(tmp_path)),
+            process_group=0 if whole_group else None)
         # No deadline: the run waits at iteration `at` for the signal, or ends (a failure).
         while not osp.exists(ready) and process.poll() is None:
             try:
@@ -174,11 +187,15 @@ def preempt(config, work_dir, at, tmp_path):
             except subprocess.TimeoutExpired:
                 pass
         if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+            signum = signal.Signals[signal_name]
+            if whole_group:
+                os.killpg(process.pid, signum)
+            else:
+                process.send_signal(signum)
         status = process.wait()
     output = log_path.read_text()
     assert status == REQUEUE_EXIT_CODE, f'exit status {status}:\n{output[-3000:]}'
-    assert f'SIGTERM: saving a checkpoint at iteration {at}' in output, output[-3000:]
+    assert f'{signal_name}: saving a checkpoint at iteration {at}' in output, output[-3000:]
     checkpoint = last_checkpoint(work_dir)
     assert osp.basename(checkpoint) == f'iter_{at}.pth'
     assert torch.load(checkpoint, map_location='cpu', weights_only=True)['meta']['iter'] == at

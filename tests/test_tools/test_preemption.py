@@ -1,5 +1,6 @@
-"""A SIGTERM mid-epoch gives a checkpoint at that iteration and exit status 75, and the run
-resumed from it ends with the uninterrupted run's weights, bit for bit, for the demos."""
+"""A SIGTERM or SIGUSR1 mid-epoch, to the main process or to its whole process group (data-loading
+workers included), gives a checkpoint at that iteration and exit status 75, and the run resumed
+from it ends with the uninterrupted run's weights, bit for bit, for the demos."""
 import glob
 import math
 import os.path as osp
@@ -87,3 +88,86 @@ def test_sigterm_checkpoints_the_iteration_and_the_resumed_run_ends_with_the_sam
 def final_weights_of(config, work_dir, tmp_path):
     train(config, work_dir, tmp_path)
     return final_weights(work_dir)
+
+
+# The demo classifier as shipped (two persistent workers for training and for validation) on
+# the tests' data. Validation after each epoch: its workers are alive when the signal comes.
+SHIPPED_CLS = '''
+_base_ = ['{demo}/infvit-demo-linear_shapes-cls.py']
+train_dataloader = dict(dataset=dict(data_root='{data}/cls'))
+val_dataloader = dict(dataset=dict(data_root='{data}/cls'))
+test_dataloader = val_dataloader
+'''
+SHORT = ['train_cfg.max_epochs=2', 'train_cfg.val_interval=1']
+# How the loaders load: the options that change the shipped config.
+WORKERS = {
+    '2 persistent workers': [],
+    '2 workers per epoch':
+    ['train_dataloader.persistent_workers=False', 'val_dataloader.persistent_workers=False'],
+    'no workers': [
+        f'{loader}.{option}' for loader in ('train_dataloader', 'val_dataloader')
+        for option in ('num_workers=0', 'persistent_workers=False')
+    ],
+}
+
+
+def shipped_cls_config(folder, data: str, at: int) -> str:
+    """The shipped demo classifier on ``data`` with the hook waiting for a signal at ``at``."""
+    return write_config(
+        folder, 'cls.py',
+        with_fault_hooks(SHIPPED_CLS.format(demo=DEMO, data=data), [wait_hook(at, folder)]))
+
+
+@pytest.fixture(scope='module')
+def shipped_cls(tiny_data, tmp_path_factory):
+    """An iteration in the middle of epoch 2 and a function giving the final weights of an
+    uninterrupted run for a key of WORKERS (each trained once)."""
+    per_epoch = math.ceil(train_images(tiny_data) / 64)  # the shipped batch size
+    assert per_epoch >= 2
+    at = per_epoch + per_epoch // 2
+    folder = tmp_path_factory.mktemp('uninterrupted')
+    config = shipped_cls_config(folder, tiny_data, at)
+    uninterrupted = {}
+
+    def expected(workers):
+        if workers not in uninterrupted:
+            work_dir = str(folder / workers.replace(' ', '_'))
+            train(config, work_dir, folder, '--cfg-options', *SHORT, *WORKERS[workers])
+            uninterrupted[workers] = final_weights(work_dir)
+        return uninterrupted[workers]
+
+    return at, expected
+
+
+CASES = [
+    pytest.param(
+        signal_name,
+        whole_group,
+        workers,
+        marks=() if (signal_name, whole_group,
+                     workers) == ('SIGTERM', True, '2 persistent workers') else pytest.mark.slow,
+        id=f'{signal_name}-{"group" if whole_group else "main"}-{workers.replace(" ", "_")}')
+    for signal_name in ('SIGTERM', 'SIGUSR1') for whole_group in (True, False)
+    for workers in WORKERS
+]
+
+
+@pytest.mark.parametrize('signal_name, whole_group, workers', CASES)
+def test_a_signal_to_the_main_process_or_the_whole_group_checkpoints_and_resumes_exactly(
+        signal_name, whole_group, workers, shipped_cls, tiny_data, tmp_path):
+    at, expected = shipped_cls
+    config = shipped_cls_config(tmp_path, tiny_data, at)
+    options = ['--cfg-options', *SHORT, *WORKERS[workers]]
+    work_dir = str(tmp_path / 'preempted')
+    preempt(
+        config, work_dir, at, tmp_path, *options, signal_name=signal_name, whole_group=whole_group)
+    log = train(config, work_dir, tmp_path, '--resume', *options)
+    assert f'resumed epoch: 1, iter: {at}' in log
+    assert_same_weights(final_weights(work_dir), expected(workers))
+
+
+@pytest.mark.slow
+def test_the_number_of_workers_and_their_persistence_change_no_weight(shipped_cls):
+    _, expected = shipped_cls
+    for workers in WORKERS:
+        assert_same_weights(expected(workers), expected('no workers'))

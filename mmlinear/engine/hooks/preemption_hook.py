@@ -10,6 +10,7 @@ from mmengine.dist import all_reduce, barrier, get_dist_info, is_main_process
 from mmengine.fileio import join_path
 from mmengine.hooks import CheckpointHook, Hook
 
+from mmlinear.engine.dataloader_workers import ignore_signals_in_workers, shut_down_workers
 from mmlinear.registry import HOOKS
 from mmlinear.utils.atomic_checkpoint import write_last_checkpoint
 
@@ -59,6 +60,11 @@ class PreemptionHook(Hook):
     at it, and every rank exits with ``exit_code``. ``tools/train.py --resume`` (no path) then
     continues from that iteration.
 
+    Schedulers and ``timeout`` signal every process of the job, so the data loaders' workers
+    (training and validation) ignore the signals: they go on loading until the checkpoint is
+    written, then the main process shuts them down
+    (:mod:`mmlinear.engine.dataloader_workers`).
+
     Switch it on with ``tools/train.py --preemptible`` or in a config:
     ``default_hooks = dict(preemption=dict(type='mmlinear.PreemptionHook'))``.
 
@@ -95,6 +101,17 @@ class PreemptionHook(Hook):
             signum = signal.Signals[name].value
             self._previous[signum] = signal.signal(signum, self._record)
 
+    @staticmethod
+    def _loaders(runner) -> list:
+        # The loops are built by the time a training run calls before_train.
+        return [loop.dataloader for loop in (runner.train_loop, runner.val_loop) if loop]
+
+    def before_train(self, runner) -> None:
+        """Make the workers of the training and validation loaders ignore the signals (the
+        loaders exist now and have started no worker yet)."""
+        for loader in self._loaders(runner):
+            ignore_signals_in_workers(loader, self.signals)
+
     def _restore_handlers(self) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
@@ -124,6 +141,9 @@ class PreemptionHook(Hook):
         runner.save_checkpoint(out_dir, filename, by_epoch=False)
         if is_main_process():
             write_last_checkpoint(runner.work_dir, join_path(out_dir, filename))
+        # Before the handlers go: a second signal meanwhile is only recorded.
+        for loader in self._loaders(runner):
+            shut_down_workers(loader)
         self._restore_handlers()
         if torch_dist.is_available() and torch_dist.is_initialized():
             # No rank may leave before rank 0 has written: a launcher stops the others when

@@ -41,8 +41,9 @@ def band_planner(model: nn.Module) -> BandPlanner:
         TypeError: A model that is neither, or whose parts do not stream (naming them).
     """
     if hasattr(model, 'decode_head'):
+        from mmlinear.models.decode_heads.context_window_uper_head import context_window_of
         from mmlinear.models.streaming.segmentation import StreamedSegmentation
-        return StreamedSegmentation(model)
+        return StreamedSegmentation(model, context_window_of(model.decode_head))
     if hasattr(model, 'roi_head'):
         from mmlinear.models.streaming.detection import StreamedDetection
         return StreamedDetection(model)

@@ -51,3 +51,39 @@ srun_tool() {
         --kill-on-bad-exit=1 "${OPTIONS[@]}" ${SRUN_ARGS:-} \
         "${PYTHON:-python}" -u "$ROOT/tools/${REST[0]}" "${REST[@]:1}"
 }
+
+# wait_passing_signals_then_requeue WHAT: wait for srun (started in the background, its pid in
+# SRUN_PID), passing SIGUSR1 and SIGTERM on to it; when it ends with the requeue status (75, a
+# run stopped by one of them), requeue the batch job (sbatch --requeue) or say to run the same
+# command again, WHAT saying what happened ("training checkpointed"); then exit with srun's status.
+wait_passing_signals_then_requeue() {
+    local what=$1 requeue_status=75  # mmlinear.engine.hooks.REQUEUE_EXIT_CODE
+    # srun passes SIGUSR1 and SIGTERM on to every task; a trap lets this shell stay alive to do so.
+    trap 'kill -USR1 "$SRUN_PID" 2>/dev/null || true' USR1
+    trap 'kill -TERM "$SRUN_PID" 2>/dev/null || true' TERM
+    local status=0
+    while true; do
+        # wait returns early (status > 128) when a trapped signal arrives; wait again then.
+        wait "$SRUN_PID" && status=0 || status=$?
+        kill -0 "$SRUN_PID" 2>/dev/null || break
+    done
+    if [[ $status -eq $requeue_status ]]; then
+        if [[ -n ${SLURM_JOB_ID:-} ]] && \
+                [[ $(scontrol show job "$SLURM_JOB_ID" 2>/dev/null) == *BatchFlag=1* ]]; then
+            echo "$what on a signal: requeueing job $SLURM_JOB_ID" >&2
+            scontrol requeue "$SLURM_JOB_ID"
+        else
+            echo "$what on a signal (status $status): run the same command again" \
+                "to go on" >&2
+        fi
+    fi
+    exit "$status"
+}
+
+# check_signal_seconds: exit 2 unless SIGNAL_SECONDS is a whole number of seconds, 0-65535.
+check_signal_seconds() {
+    if ! [[ $SIGNAL_SECONDS =~ ^[0-9]+$ ]] || [[ $SIGNAL_SECONDS -gt 65535 ]]; then
+        echo "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '$SIGNAL_SECONDS'" >&2
+        exit 2
+    fi
+}

@@ -19,6 +19,7 @@ import argparse
 import os
 import os.path as osp
 import re
+import shlex
 import subprocess
 import sys
 from typing import Dict, List, Optional
@@ -28,11 +29,79 @@ import yaml
 REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 EXPERIMENTS_FILE = osp.join(REPO_ROOT, 'tools', 'reproduce_experiments.yml')
 MODEL_INDEX = osp.join(REPO_ROOT, 'mmlinear', '.mim', 'model-index.yml')
+MAKEFILE = osp.join(REPO_ROOT, 'Makefile')
 SCALES = ('demo', 'paper')
+#: The scripts that run mmengine's runner: without ``--work-dir``, each writes to
+#: ``work_dirs/<config name>`` (``mmlinear.cli.set_work_dir``); the config is their first
+#: ``.py`` argument.
+RUNNER_SCRIPTS = ('tools/train.py', 'tools/test.py', 'tools/dist_train.sh', 'tools/dist_test.sh',
+                  'tools/slurm_train.sh', 'tools/slurm_test.sh')
+
+
+def make_target_output(target: str, makefile: str = MAKEFILE) -> str:
+    """The ``--out`` of a Makefile target's recipe, its ``$(VAR)`` references replaced by
+    the Makefile's default values.
+
+    Raises:
+        ValueError: The target is not in the Makefile, or its recipe has no ``--out``.
+    """
+    with open(makefile) as f:
+        text = f.read().replace('\\\n', ' ')
+    defaults = dict(re.findall(r'^([A-Z_]+)\s*[?:]?=\s*(\S+)', text, re.M))
+    recipe = re.search(rf'^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n?)+)', text, re.M)
+    out = re.search(r'--out\s+(\S+)', recipe.group(1)) if recipe else None
+    if out is None:
+        raise ValueError(f'{makefile}: no target {target!r} whose recipe writes to an --out')
+    return re.sub(r'\$\((\w+)\)', lambda m: defaults.get(m.group(1), m.group(0)), out.group(1))
+
+
+def work_folder(command: str) -> str:
+    """Where a registry command writes: its ``--work-dir`` or ``--out``, else for a runner
+    script ``work_dirs/<config name>``, else for ``make TARGET`` the target's ``--out``.
+
+    Raises:
+        ValueError: The command names no folder it writes to.
+    """
+    words = shlex.split(command)
+    for option in ('--work-dir', '--out'):
+        if option in words[:-1]:
+            return osp.normpath(words[words.index(option) + 1])
+    script = next((i for i, word in enumerate(words) if word in RUNNER_SCRIPTS), None)
+    config = None if script is None else next(
+        (word for word in words[script + 1:] if word.endswith('.py')), None)
+    if config is not None:
+        return osp.join('work_dirs', osp.splitext(osp.basename(config))[0])
+    if words[0] == 'make' and len(words) == 2:
+        return osp.normpath(make_target_output(words[1]))
+    raise ValueError(f'cannot tell where {command!r} writes: give it --work-dir or --out')
+
+
+def check_work_folders(experiments: List[dict]) -> None:
+    """Refuse two different commands of one scale (across all experiments) that write to
+    one work folder: a restarted run would resume, or a tool overwrite, the other's files.
+    The same command listed by two experiments is one run, and may serve both.
+
+    Raises:
+        ValueError: Naming the folder and the two commands.
+    """
+    for key in ('demo', 'paper_scale'):
+        writers: Dict[str, str] = {}
+        for experiment in experiments:
+            for command in experiment.get(key) or []:
+                command = ' '.join(command.split())
+                folder = work_folder(command)
+                if writers.setdefault(folder, command) != command:
+                    raise ValueError(f'{experiment["id"]}: two {key} commands write to {folder}: '
+                                     f'{writers[folder]!r} and {command!r}')
 
 
 def load_experiments(path: str = EXPERIMENTS_FILE) -> Dict[str, dict]:
-    """The experiments by id, in the file's order."""
+    """The experiments by id, in the file's order.
+
+    Raises:
+        ValueError: An id is given twice, or two commands share a work folder
+            (:func:`check_work_folders`).
+    """
     with open(path) as f:
         experiments = yaml.safe_load(f)
     by_id = {}
@@ -40,6 +109,10 @@ def load_experiments(path: str = EXPERIMENTS_FILE) -> Dict[str, dict]:
         if experiment['id'] in by_id:
             raise ValueError(f'{path}: experiment id {experiment["id"]!r} is given twice')
         by_id[experiment['id']] = experiment
+    try:
+        check_work_folders(experiments)
+    except ValueError as e:
+        raise ValueError(f'{path}: {e}') from None
     return by_id
 
 

@@ -10,12 +10,12 @@ This layer sits above :mod:`mmlinear.apis` and :mod:`mmlinear.visualization` and
 """
 from .runner_setup import (add_common_arguments, check_dataset_paths, close_launcher, enable_amp,
                            fix_dataloaders, pair_checkpoints, parse_tool_args, prepare_launcher,
-                           run_runner, set_work_dir, torchrun_attempt)
+                           run_runner, set_work_dir, start_gloo_group, torchrun_attempt)
 from .test_runner import SIZE_TRANSFORMS, build_test_runner, resized_pipeline, run_test_loop
 
 __all__ = [
     'SIZE_TRANSFORMS', 'add_common_arguments', 'build_test_runner', 'check_dataset_paths',
     'close_launcher', 'enable_amp', 'fix_dataloaders', 'pair_checkpoints', 'parse_tool_args',
     'prepare_launcher', 'resized_pipeline', 'run_runner', 'run_test_loop', 'set_work_dir',
-    'torchrun_attempt'
+    'start_gloo_group', 'torchrun_attempt'
 ]

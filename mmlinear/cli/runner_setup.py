@@ -192,6 +192,24 @@ def _init_process_group(backend: str) -> None:
         world_size=world_size)
 
 
+def start_gloo_group(launcher: str) -> None:
+    """Join the gloo process group of a 'pytorch' (torchrun), 'slurm' (srun) or 'mpi' launch,
+    from the variables the launcher sets (a no-op where the group exists).
+
+    Gloo runs on the CPU whether or not there are GPUs: it is the group of training without
+    CUDA, and of the tools whose processes exchange only a few numbers
+    (``tools/inference/large_image.py``).
+    """
+    if launcher == 'slurm':
+        _slurm_env_to_torch_env()
+    elif launcher == 'mpi':
+        os.environ.setdefault('RANK', os.environ['OMPI_COMM_WORLD_RANK'])
+        os.environ.setdefault('WORLD_SIZE', os.environ['OMPI_COMM_WORLD_SIZE'])
+        os.environ.setdefault('LOCAL_RANK', os.environ['OMPI_COMM_WORLD_LOCAL_RANK'])
+    if not dist.is_initialized():
+        _init_process_group('gloo')
+
+
 def prepare_launcher(cfg: Config, launcher: str) -> None:
     """Set up distributed running; on a machine without CUDA, use gloo.
 
@@ -215,14 +233,7 @@ def prepare_launcher(cfg: Config, launcher: str) -> None:
             torch.cuda.set_device(int(os.environ['LOCAL_RANK']))
             _init_process_group(cfg.get('env_cfg', {}).get('dist_cfg', {}).get('backend', 'nccl'))
         return
-    if launcher == 'slurm':
-        _slurm_env_to_torch_env()
-    elif launcher == 'mpi':
-        os.environ.setdefault('RANK', os.environ['OMPI_COMM_WORLD_RANK'])
-        os.environ.setdefault('WORLD_SIZE', os.environ['OMPI_COMM_WORLD_SIZE'])
-        os.environ.setdefault('LOCAL_RANK', os.environ['OMPI_COMM_WORLD_LOCAL_RANK'])
-    if not dist.is_initialized():
-        _init_process_group('gloo')
+    start_gloo_group(launcher)
     cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
     wrapper = cfg.get('model_wrapper_cfg') or {}
     wrapper.setdefault('type', 'MMDistributedDataParallel')

@@ -2,13 +2,16 @@
 
 Pure InfSA attends through the normalised affinity ``A = relu(Q K^T / sqrt(d)) / ||.||_F``;
 the stationary weight each key receives is the left Perron vector of ``A`` (its dominant
-left eigenvector, non-negative for a non-negative matrix). Linear-InfSA replaces it by one
+left eigenvector, non-negative for a non-negative matrix; found here by shifted power
+iteration, :func:`left_perron_vector`). Linear-InfSA replaces it by one
 power-iteration step from the query energies (:func:`~mmlinear.ops.linear_infsa_key_weights`)
 and broadcasts the pooled value to every query. The InfSA paper reports the cosine between
 the two; a plain cosine of two positive vectors is close to 1 for almost any pair (a uniform
 vector already scores 0.97-0.99 against a Perron vector), so the comparison here is made on
 centred vectors and by rank (Spearman), with the uniform vector's cosine as the baseline.
 """
+import math
+import warnings
 from typing import Dict, List
 
 import torch
@@ -19,33 +22,97 @@ from mmlinear.ops import linear_infsa_key_weights, pure_infsa_scores
 #: InfViT attention types whose query and key projections define the InfSA operator.
 ALIGNED_ATTN_TYPES = ('linear', 'pure')
 
-#: Spectral radius, relative to the largest entry, below which a non-negative matrix is taken
-#: as nilpotent (no Perron vector).
-MIN_SPECTRAL_RADIUS = 1e-9
+#: Power iteration stops once ``||x A - r x||_1 <= PERRON_TOLERANCE * r`` for the iterate ``x``
+#: (summing to 1) and its radius estimate ``r``, in float64.
+PERRON_TOLERANCE = 1e-12
+#: ... or after this many steps, with a warning.
+PERRON_MAX_ITERATIONS = 20000
 
 
-def left_perron_vector(matrix: Tensor) -> Tensor:
-    """The left Perron vector of non-negative square matrices.
+def is_nilpotent(matrix: Tensor) -> Tensor:
+    """Whether non-negative square matrices are nilpotent (spectral radius 0).
 
-    A non-negative matrix whose spectral radius is 0 (nilpotent: the ReLU affinity of a
-    trained head can be, when its positive scores all point one way along some order of the
-    tokens) has no Perron vector: its entries are NaN.
+    A non-negative matrix is nilpotent exactly when the directed graph of its non-zero entries
+    has no cycle, i.e. when ``P^N = 0`` for its 0/1 pattern ``P``: decided exactly by repeated
+    squaring of the pattern, with no threshold on any value.
 
     Args:
         matrix (Tensor): (..., N, N) non-negative.
 
     Returns:
-        Tensor: (..., N) float64, the left eigenvector of the eigenvalue with the largest
-        real part (the spectral radius), signed to a positive sum and scaled to sum to 1; NaN
-        where the spectral radius is at most :data:`MIN_SPECTRAL_RADIUS` times the largest
-        entry.
+        Tensor: (...) bool.
     """
+    pattern = (matrix > 0).double()
+    for _ in range(max(1, math.ceil(math.log2(matrix.shape[-1])))):  # until the power >= N
+        pattern = (pattern @ pattern > 0).double()
+    return ~pattern.flatten(-2).any(-1)
+
+
+def left_perron_vector(matrix: Tensor,
+                       tol: float = PERRON_TOLERANCE,
+                       max_iter: int = PERRON_MAX_ITERATIONS) -> Tensor:
+    """The left Perron vector of non-negative square matrices, by shifted power iteration.
+
+    A general eigen-solver (``torch.linalg.eig``) fails on the ReLU affinities of trained heads
+    (ill-conditioned, with many repeated zero eigenvalues), and plain power iteration need not
+    converge on a periodic matrix (eigenvalues ``r * exp(2 pi i k / p)`` of one modulus).
+    Iterating with ``A + r I`` instead, ``r`` the current estimate of the spectral radius,
+    keeps the Perron vector (``A`` and ``A + r I`` share their eigenvectors) and makes the
+    Perron root ``2 r`` strictly the largest in modulus (``|l + r| < 2 r`` for every other
+    eigenvalue ``l``, ``|l| <= r``), so the iteration converges from the positive uniform start
+    for every non-negative matrix that is not nilpotent: geometrically where the Perron root
+    is semisimple, slowly (as ``1 / k``) where it is defective, which the tolerance catches.
+    For a reducible matrix whose Perron root belongs to several blocks, the Perron vector is
+    not unique: the iteration returns one non-negative Perron vector (the limit from the
+    uniform start).
+
+    Args:
+        matrix (Tensor): (..., N, N) non-negative.
+        tol (float): Convergence when ``||x A - r x||_1 <= tol * r``. Defaults to
+            :data:`PERRON_TOLERANCE`.
+        max_iter (int): Steps at most. Defaults to :data:`PERRON_MAX_ITERATIONS`.
+
+    Returns:
+        Tensor: (..., N) float64, non-negative, summing to 1 (``x A = r x`` with ``r`` the
+        spectral radius); NaN for a nilpotent matrix (:func:`is_nilpotent`), which has no
+        Perron vector. Warns when some matrices did not converge in ``max_iter`` steps
+        (their vectors are the last iterates).
+    """
+    if matrix.dim() < 2 or matrix.shape[-1] != matrix.shape[-2]:
+        raise ValueError(f'expected (..., N, N) square matrices, got {tuple(matrix.shape)}')
+    if not matrix.isfinite().all():
+        raise ValueError('the matrices hold NaN or infinite entries (an overflow upstream?)')
+    if (matrix < 0).any():
+        raise ValueError('the Perron vector is defined here for non-negative matrices only')
+    if max_iter < 1 or not tol > 0:
+        raise ValueError(f'max_iter must be >= 1 and tol > 0, got {max_iter} and {tol}')
     matrix = matrix.double()
-    values, vectors = torch.linalg.eig(matrix.transpose(-2, -1))
-    radius, index = values.real.max(-1)
-    vector = vectors.real.gather(-1, index[..., None, None].expand(*vectors.shape[:-1], 1))[..., 0]
-    vector = vector / vector.sum(-1, keepdim=True)
-    nilpotent = radius <= MIN_SPECTRAL_RADIUS * matrix.abs().amax((-2, -1))
+    nilpotent = is_nilpotent(matrix)
+    # Scaled to a largest row sum of 1 (an upper bound of the spectral radius): the same
+    # vectors, and a tolerance that reads the same at every scale of the scores.
+    scale = matrix.sum(-1).amax(-1, keepdim=True)[..., None]
+    matrix = matrix / scale.masked_fill(nilpotent[..., None, None], 1.0)
+    vector = torch.full(
+        matrix.shape[:-1], 1.0 / matrix.shape[-1], dtype=torch.float64, device=matrix.device)
+    active = ~nilpotent
+    for _ in range(max_iter):
+        step = (vector[..., None, :] @ matrix)[..., 0, :]
+        # x sums to 1, so sum(x A) is the weighted mean of the row sums: positive for a
+        # positive x and a matrix that is not zero, and the radius when x is the vector.
+        radius = step.sum(-1, keepdim=True)
+        residual = (step - radius * vector).abs().sum(-1) / radius[..., 0]
+        active = active & ~(residual <= tol)
+        if not active.any():
+            break
+        shifted = step + radius * vector
+        vector = torch.where(active[..., None], shifted / shifted.sum(-1, keepdim=True), vector)
+    else:
+        worst = residual[active].max().item()
+        warnings.warn(
+            f'left_perron_vector: {int(active.sum())} of {active.numel()} matrices did not '
+            f'converge in {max_iter} iterations (largest relative residual {worst:.1e} > '
+            f'tol {tol:.0e}; a defective Perron root converges slowly): their vectors are the '
+            'last iterates')
     return vector.masked_fill(nilpotent[..., None], float('nan'))
 
 

@@ -143,3 +143,41 @@ def test_a_config_of_another_task_is_refused(tool, checkpoint, tmp_path):
     assert result.returncode == 1
     assert 'neither a segmentor config' in result.stderr and 'Mask R-CNN' in result.stderr
     assert not (tmp_path / 'out').exists()
+
+
+def assert_json_close(actual, expected, path='$'):
+    """Equal JSON, numbers to 1e-4."""
+    if isinstance(expected, dict):
+        assert sorted(actual) == sorted(expected), path
+        for key in expected:
+            assert_json_close(actual[key], expected[key], f'{path}.{key}')
+    elif isinstance(expected, list):
+        assert len(actual) == len(expected), path
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            assert_json_close(a, e, f'{path}[{index}]')
+    elif isinstance(expected, float):
+        assert actual == pytest.approx(expected, abs=1e-4), path
+    else:
+        assert actual == expected, path
+
+
+def test_a_folder_of_rasters_gives_each_the_detections_of_a_one_image_run(
+        tool, checkpoint, tmp_path):
+    folder = tmp_path / 'scenes'
+    folder.mkdir()
+    write_raster(folder / 'east.tif', 96, 128)
+    write_raster(folder / 'west.tif', 64, 160, georeferenced=False)
+    out = tmp_path / 'out'
+    result = run_tool_main(tool, folder, CONFIG, checkpoint, '--out', out, '--score-thr', '0.0')
+    assert result.returncode == 0, result.stderr
+    for name in ('east', 'west'):
+        single = tmp_path / f'single_{name}'
+        assert run_tool_main(tool, folder / f'{name}.tif', CONFIG, checkpoint, '--out', single,
+                             '--score-thr', '0.0').returncode == 0
+        for output in ('detections.json', 'detections.geojson'):
+            batch_result = json.loads((out / name / output).read_text())
+            assert_json_close(batch_result, json.loads((single / output).read_text()))
+        assert json.loads((out / name / 'detections.json').read_text())['annotations']
+    manifest = [json.loads(line) for line in (out / 'manifest.jsonl').read_text().splitlines()]
+    assert [r['status'] for r in manifest] == ['done', 'done']
+    assert manifest[0]['outputs'][-1] == str(out / 'east' / 'summary.json')

@@ -15,6 +15,8 @@ from conftest import REPO_ROOT
      "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '2m'"),
     ('slurm_train.sh', ['PARTITION', 'JOB', 'CONFIG', 'WORK_DIR'], 'SIGNAL_SECONDS', '70000',
      "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '70000'"),
+    ('slurm_infer.sh', ['PARTITION', 'JOB', 'INPUTS', 'CONFIG', 'CHECKPOINT', 'OUT'],
+     'SIGNAL_SECONDS', '2m', "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '2m'"),
 ])
 def test_bad_settings_are_refused(script, args, variable, value, message):
     result = subprocess.run(['bash', f'tools/{script}', *args],

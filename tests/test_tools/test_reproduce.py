@@ -5,6 +5,7 @@ import re
 
 import modelindex
 import pytest
+import yaml
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 
@@ -34,6 +35,65 @@ def test_every_experiment_names_files_and_presets_that_exist(experiment):
         models = re.search(r'--models ((?:[^-\s]\S*\s*)+)', command)
         for model in (models.group(1).split() if models else []):
             assert model.endswith('.py') or model in BACKBONE_PRESETS, (experiment['id'], model)
+
+
+@pytest.mark.parametrize('scale', ['demo', 'paper_scale'])
+def test_no_two_commands_of_a_scale_share_a_work_folder(scale):
+    """Across every experiment: a restarted run resumes only its own weights (the same command
+    listed twice is one run)."""
+    writers = {}
+    for experiment in EXPERIMENTS.values():
+        for command in experiment.get(scale) or []:
+            command = ' '.join(command.split())
+            writers.setdefault(reproduce.work_folder(command), set()).add(command)
+    shared = {folder: commands for folder, commands in writers.items() if len(commands) > 1}
+    assert not shared
+    # The efficient-attention baselines train the Linear-InfViT config, each into its own folder.
+    folders = [
+        reproduce.work_folder(c) for c in EXPERIMENTS['infsa-efficient-attention']['paper_scale']
+    ]
+    assert len(set(folders)) == 4
+    assert 'work_dirs/infvit-4l-linear_16xb64_in1k' not in folders
+
+
+def test_a_command_writes_where_its_options_or_its_config_say():
+    assert reproduce.work_folder(
+        'bash tools/dist_train.sh configs/a/b.py 8 --work-dir work_dirs/x/ --cfg-options y=1'
+    ) == 'work_dirs/x'
+    assert reproduce.work_folder('python tools/get_flops.py --out work_dirs/f/flops.md') == \
+        'work_dirs/f/flops.md'
+    assert reproduce.work_folder('python tools/test.py configs/a/b_in1k.py CHECKPOINT') == \
+        osp.join('work_dirs', 'b_in1k')
+    # A make target: its recipe's --out, with the Makefile's default BENCH_OUT.
+    assert reproduce.work_folder('make bench-9216') == 'work_dirs/bench/linear_9216'
+    for silent in ('python tools/misc/make_tiny_datasets.py', 'make no-such-target'):
+        with pytest.raises(ValueError, match='writes'):
+            reproduce.work_folder(silent)
+
+
+def test_a_registry_where_two_runs_share_a_work_folder_is_refused(tmp_path):
+    train = 'bash tools/dist_train.sh configs/infvit/infvit-4l-linear_16xb64_in1k.py 16'
+    entry = dict(id='a', paper='InfViT', item='x', docs='README.md', paper_scale=[train])
+    path = tmp_path / 'experiments.yml'
+    # The same command in two experiments is one run: accepted.
+    path.write_text(yaml.safe_dump([entry, dict(entry, id='b')]))
+    assert list(reproduce.load_experiments(str(path))) == ['a', 'b']
+    # Another attention type trained into the same (default) folder: refused, both named.
+    other = f'{train} --cfg-options model.backbone.attn_type=performer'
+    path.write_text(yaml.safe_dump([entry, dict(entry, id='b', paper_scale=[other])]))
+    with pytest.raises(ValueError) as refused:
+        reproduce.load_experiments(str(path))
+    assert 'b: two paper_scale commands write to work_dirs/infvit-4l-linear_16xb64_in1k' in \
+        str(refused.value) and 'attn_type=performer' in str(refused.value)
+
+
+def test_veca_dense_probes_run_vecas_and_dinov3s_probes_on_the_three_datasets():
+    commands = EXPERIMENTS['veca-dense-probes']['paper_scale']
+    for backbone in ('veca-base', 'dinov3-vitb16'):
+        for dataset in ('pascal-context-59', 'voc12aug', 'nyu-depth'):
+            config = f'configs/veca/linear-probe_{backbone}-frozen_8xb2-40k_{dataset}-512x512.py'
+            assert osp.isfile(osp.join(REPO_ROOT, config))
+            assert sum(config in c for c in commands) == 1, config
 
 
 def test_the_list_covers_the_three_papers_and_every_experiment():

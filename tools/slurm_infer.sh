@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Usage: [GPUS=8 GPUS_PER_NODE=8 CPUS_PER_TASK=5 SIGNAL_SECONDS=120 SRUN_ARGS=...] \
+#        tools/slurm_infer.sh PARTITION JOB_NAME INPUTS CONFIG CHECKPOINT OUT \
+#        [large_image.py options...]
+# tools/inference/large_image.py over many images (INPUTS: a folder, with --pattern among the
+# options, or a list file), one task per GPU (or per process on CPU-only nodes), launched by
+# srun on one or several nodes. The tasks share the images by pixels, each image is done once,
+# each task writes its images' folders under OUT, and OUT/manifest.jsonl is merged at the end.
+#
+# Preemption and time limits: slurm sends the tasks SIGUSR1 SIGNAL_SECONDS before the job's
+# time limit (srun --signal=USR1@SIGNAL_SECONDS) and SIGTERM when it preempts the job; each
+# task finishes the image in progress and exits with status 75. Inside a batch job (sbatch
+# --requeue) the script then requeues the job with scontrol, and every start skips the images
+# whose outputs are complete.
+set -euo pipefail
+source "$(dirname "$0")/launch_common.sh"
+require_args 6 "$0 PARTITION JOB_NAME INPUTS CONFIG CHECKPOINT OUT [large_image.py options...]" \
+    "$@"
+PARTITION=$1
+JOB_NAME=$2
+INPUTS=$3
+CONFIG=$4
+CHECKPOINT=$5
+OUT=$6
+shift 6
+SIGNAL_SECONDS=${SIGNAL_SECONDS:-120}
+check_signal_seconds
+# In the background (srun_tool's exec makes $! srun itself), so that this shell can pass on
+# the signals.
+srun_tool "$PARTITION" "$JOB_NAME" --signal=USR1@"$SIGNAL_SECONDS" -- \
+    inference/large_image.py "$INPUTS" "$CONFIG" "$CHECKPOINT" --out="$OUT" --launcher=slurm \
+    "$@" &
+SRUN_PID=$!
+wait_passing_signals_then_requeue "inference stopped"

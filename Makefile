@@ -20,8 +20,11 @@ demo: data
 # picture in work_dirs/demo_large/<kind>/. The mosaic is of independent 128 x 128 scenes; the
 # continuous scene's shapes lie anywhere, across the borders of slide mode's tiles. The UperNet
 # is the one `make demo` trains; when it is missing, run_demo.py trains it (and the classifier
-# it starts from, if that is missing too).
+# it starts from, if that is missing too). DEMO_LARGE_OPTIONS is passed on to both runs, e.g.
+# DEMO_LARGE_OPTIONS='--cfg-options model.decode_head.context_window=8' (the head's pyramid
+# pooling over windows of the training size, docs/large_images.md).
 LARGE_SCENE ?= 4096
+DEMO_LARGE_OPTIONS ?=
 DEMO_SEG := work_dirs/demo/upernet_infvit-demo-linear_shapes-ade
 
 $(DEMO_SEG)/last_checkpoint: | data
@@ -36,7 +39,7 @@ demo-large: setup $(DEMO_SEG)/last_checkpoint
 		$(PY) tools/misc/demo_large_image.py data/shapes_large/$${prefix}scene_$(LARGE_SCENE).tif \
 			data/shapes_large/$${prefix}labels_$(LARGE_SCENE).tif \
 			--checkpoint $$(cat $(DEMO_SEG)/last_checkpoint) \
-			--work-dir work_dirs/demo_large/$$kind || exit 1; \
+			--work-dir work_dirs/demo_large/$$kind $(DEMO_LARGE_OPTIONS) || exit 1; \
 	done
 
 # The suite runs in TEST_JOBS processes (pytest-xdist; 1 runs it in this process).

@@ -49,7 +49,12 @@ model = dict(
         out_indices=(-1, ),
         init_cfg=dict(type='Pretrained', checkpoint=classifier_checkpoint, prefix='backbone.')),
     neck=dict(type='mmlinear.SimpleFeaturePyramid', in_channels=96, scale_factors=(2.0, 1.0, 0.5)),
+    # mmseg's UPerHead with a context window option for its pyramid pooling (None, the
+    # default: the whole map, as UPerHead; same weights). For whole-image inference at many
+    # times the crop, e.g. --cfg-options model.decode_head.context_window=8 (cells of the
+    # stride-16 top level: the 128-pixel crop) pools each position's training-size window.
     decode_head=dict(
+        type='mmlinear.ContextWindowUPerHead',
         in_channels=[48, 96, 96],
         in_index=[0, 1, 2],
         channels=64,

@@ -33,16 +33,18 @@ def output_bytes(num_classes: int,
     return total + (num_classes * height * width * 4 if return_logits else 0)
 
 
-def band_planner(model: nn.Module) -> BandPlanner:
+def band_planner(model: nn.Module, context_window: Optional[Any] = None) -> BandPlanner:
     """The streamed form of an mmseg segmentor (it has a ``decode_head``) or an mmdet
-    two-stage detector (a ``roi_head``), checked as the whole-image APIs check it.
+    two-stage detector (a ``roi_head``), checked as the whole-image APIs check it; a
+    segmentor's pyramid pooling over ``context_window`` (see :func:`segment_large_image`).
 
     Raises:
         TypeError: A model that is neither, or whose parts do not stream (naming them).
     """
     if hasattr(model, 'decode_head'):
+        from mmlinear.models.decode_heads.context_window_uper_head import context_window_of
         from mmlinear.models.streaming.segmentation import StreamedSegmentation
-        return StreamedSegmentation(model)
+        return StreamedSegmentation(model, context_window_of(model.decode_head, context_window))
     if hasattr(model, 'roi_head'):
         from mmlinear.models.streaming.detection import StreamedDetection
         return StreamedDetection(model)
@@ -58,7 +60,8 @@ def plan_large_image(model: nn.Module,
                      band_rows: Optional[int] = None,
                      head_rows: Optional[int] = None,
                      buffer: str = 'memory',
-                     return_logits: bool = False) -> BandPlan:
+                     return_logits: bool = False,
+                     context_window: Optional[Any] = None) -> BandPlan:
     """The band heights :func:`segment_large_image` or :func:`detect_large_image` would pick
     for an image with these options, and the peak memory predicted with them, before any
     work (only the image's header is read).
@@ -75,13 +78,15 @@ def plan_large_image(model: nn.Module,
         buffer (str): 'memory' or 'disk', as the APIs take it. Defaults to 'memory'.
         return_logits (bool): Segmentation: whether the logits will be returned too (they
             are held in memory with ``buffer='memory'``). Defaults to False.
+        context_window (None | int | tuple[int, int]): Segmentation: the pyramid pooling's
+            window, as :func:`segment_large_image` takes it.
 
     Returns:
         BandPlan: ``band_rows``, ``head_rows`` and ``memory`` (the predicted peak, with
         ``describe()``; ``predicted_peak_gb`` in GB), to pass on as ``plan``.
     """
     check_choice('buffer', buffer, BUFFERS)
-    planner = band_planner(model)
+    planner = band_planner(model, context_window)
     shape = NormalizedRows.batch_shape(open_image(source))
     memory_options = {}
     if planner.task == 'segmentation':

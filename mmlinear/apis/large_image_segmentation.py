@@ -6,32 +6,37 @@ from typing import Any, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from mmlinear.models.decode_heads.context_window_uper_head import context_window_of
 from mmlinear.models.streaming import BUFFERS, allocate_buffer
 from mmlinear.models.streaming.band_planner import BandPlan
 from mmlinear.models.streaming.segmentation import StreamedSegmentation
 from mmlinear.models.utils import check_choice
+from mmlinear.models.utils.windowed_pyramid_pooling import ContextWindow
 from mmlinear.utils.deprecation import renamed_arguments
 from .large_image_inputs import open_image, whole_image_rows
 from .large_image_plan import class_map_dtype, output_bytes
 
 
 @renamed_arguments(chunk_rows='band_rows')
-def segment_large_image(model: nn.Module,
-                        source: Union[str, os.PathLike, Any],
-                        *,
-                        plan: Optional[BandPlan] = None,
-                        mem_limit_gb: Optional[float] = None,
-                        return_logits: bool = False,
-                        band_rows: Optional[int] = None,
-                        head_rows: Optional[int] = None,
-                        buffer: str = 'memory',
-                        buffer_dir: Optional[str] = None,
-                        progress: Optional[bool] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+def segment_large_image(
+        model: nn.Module,
+        source: Union[str, os.PathLike, Any],
+        *,
+        plan: Optional[BandPlan] = None,
+        mem_limit_gb: Optional[float] = None,
+        return_logits: bool = False,
+        band_rows: Optional[int] = None,
+        head_rows: Optional[int] = None,
+        buffer: str = 'memory',
+        buffer_dir: Optional[str] = None,
+        progress: Optional[bool] = None,
+        context_window: ContextWindow = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Segment one image of any size whole, as mmseg's ``mode='whole'`` inference would.
 
     The backbone streams over the image, the neck and UPerHead run over bands of rows (their
-    pyramid pooling over the whole top map), and each band of logits is resized to the
-    image's rows and turned into classes, so memory is bounded by the bands, not the image
+    pyramid pooling over the whole top map or a window around each position), and each band
+    of logits is resized to the image's rows and turned into classes, so memory is bounded by
+    the bands, not the image
     (see docs/design.md, "Whole-image segmentation"). The logits equal mmseg's
     ``inference_model`` in mode 'whole' up to rounding.
 
@@ -61,6 +66,13 @@ def segment_large_image(model: nn.Module,
         buffer_dir (str, optional): The folder of 'disk' buffers.
         progress (bool, optional): Show progress bars; None shows them once a run takes a
             few seconds.
+        context_window (None | int | tuple[int, int]): The window (rows, columns) of the
+            head's pyramid pooling around each position, in cells of the head's top input
+            level (the training crop over that level's stride, e.g. 128 / 16 = 8 for the demo
+            UperNet): positions see the context they were trained with instead of the whole
+            image. None (default) takes the head's own setting
+            (``ContextWindowUPerHead.context_window``; the whole image for mmseg's
+            ``UPerHead``).
 
     Returns:
         Tensor | tuple[Tensor, Tensor]: The (H, W) class map (uint8 for up to 256 classes,
@@ -74,7 +86,7 @@ def segment_large_image(model: nn.Module,
     if getattr(preprocessor, 'test_cfg', None):
         skipped_padding = (f'segment_large_image does not pad at test time: the data '
                            f'preprocessor\'s test_cfg {dict(preprocessor.test_cfg)} is skipped')
-    streamed = StreamedSegmentation(model)
+    streamed = StreamedSegmentation(model, context_window_of(model.decode_head, context_window))
     rows, H, W = whole_image_rows(model, image, streamed.in_channels,
                                   'segment_large_image segments', skipped_padding)
     num_classes = streamed.num_classes

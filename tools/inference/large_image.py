@@ -141,6 +141,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--device', help='default: cuda:<LOCAL_RANK> where CUDA is available, else cpu')
     parser.add_argument(
+        '--context-window',
+        type=int,
+        nargs='+',
+        metavar='CELLS',
+        help="segmentation: the window (rows [columns]) of UPerHead's pyramid pooling around "
+        'each position, in cells of its top input level (the training crop over its stride, '
+        'e.g. 8 for the demo UperNet); default: the head\'s own (the whole image for '
+        "mmseg's UPerHead)")
+    parser.add_argument(
         '--cfg-options', nargs='+', action=DictAction, help='override config settings')
     return parser.parse_args(argv)
 
@@ -167,6 +176,13 @@ def write_json(path: str, data: Any) -> None:
     write_file_atomic(path, json.dumps(data).encode())
 
 
+def context_window(args: argparse.Namespace) -> Optional[Tuple[int, ...]]:
+    """``--context-window`` as segment_large_image takes it: one side for both, or (rows,
+    columns)."""
+    window = args.context_window
+    return None if window is None else tuple(window) if len(window) > 1 else window[0]
+
+
 def plan_image_bands(args: argparse.Namespace, model: torch.nn.Module, image: Any,
                      image_path: str) -> BandPlan:
     """Pick the band heights (the tallest whose predicted peak fits ``--mem-limit-gb``),
@@ -182,12 +198,14 @@ def plan_image_bands(args: argparse.Namespace, model: torch.nn.Module, image: An
     Returns:
         BandPlan: The backbone's and the heads' band heights, and the predicted memory.
     """
+    window = {'context_window': context_window(args)} if args.context_window else {}
     plan = plan_large_image(
         model,
         image,
         mem_limit_gb=args.mem_limit_gb,
         buffer=args.buffer,
-        return_logits=getattr(args, 'probabilities', False))
+        return_logits=getattr(args, 'probabilities', False),
+        **window)
     height, width = image.shape[:2]
     channels = image.shape[2] if len(image.shape) == 3 else 1
     print(
@@ -212,7 +230,8 @@ def segment(args: argparse.Namespace, model: torch.nn.Module, image: Any, image_
         plan=plan,
         return_logits=args.probabilities,
         buffer=args.buffer,
-        progress=True)
+        progress=True,
+        context_window=context_window(args))
     class_map, logits = result if args.probabilities else (result, None)
     os.makedirs(osp.dirname(outputs[0]), exist_ok=True)
     with atomic_output(outputs[0]) as partial:
@@ -347,6 +366,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         sys.exit(f'{args.config} is neither a segmentor config (its model has no decode_head) '
                  f'nor a two-stage detector config (no roi_head); large images are segmented '
                  f'with an mmseg UperNet or detected with an mmdet Mask R-CNN')
+    if args.context_window and (task != 'segmentation' or len(args.context_window) > 2):
+        sys.exit(f'--context-window takes one or two sizes (rows [columns]) and a segmentor '
+                 f'config; got {args.context_window} with a {task} config')
     batch = is_batch(args.images)
     if not batch and args.launcher != 'none':
         sys.exit(f'--launcher {args.launcher} shares the images of a run of several between '

@@ -5,6 +5,7 @@ from mmseg.models.segmentors import EncoderDecoder
 from torch import Tensor
 
 from mmlinear.registry import MODELS
+from ..decode_heads.context_window_uper_head import context_window_of
 from ..streaming.band_planner import streamed_test_options
 from ..streaming.segmentation import StreamedSegmentation
 from ..utils import check_choice
@@ -50,6 +51,7 @@ class StreamedEncoderDecoder(EncoderDecoder):
         options = streamed_test_options(options, "test_cfg (mode 'streamed')")
         B, _, H, W = inputs.shape
         logits = inputs.new_empty(B, self.decode_head.out_channels, H, W)
-        for (start, stop), band in StreamedSegmentation(self).logit_bands(inputs, **options):
+        streamed = StreamedSegmentation(self, context_window_of(self.decode_head))
+        for (start, stop), band in streamed.logit_bands(inputs, **options):
             logits[:, :, start:stop] = band.to(logits.device)
         return logits

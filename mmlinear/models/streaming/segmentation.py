@@ -5,6 +5,7 @@ from typing import Any, Iterator, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+from ..utils.windowed_pyramid_pooling import ContextWindow, check_context_window
 from .band_planner import BandPlan, BandPlanner, streamed_parts
 from .band_progress import BandProgress
 from .band_resize import Span, resize_band, source_span
@@ -53,23 +54,29 @@ class StreamedSegmentation(BandPlanner):
     The backbone streams (:meth:`BasePlainBackbone.forward_streamed`) and leaves its map
     (in memory or in a mapped file); the simple pyramid's levels are made from it band by
     band (:meth:`SimpleFeaturePyramid.forward_rows`) and UPerHead runs over bands of its
-    finest level (:class:`UPerHeadBands`, its pyramid pooling over the whole top map first).
+    finest level (:class:`UPerHeadBands`, its pyramid pooling over the whole top map first,
+    or over a window around each position, band by band).
     Each band of class scores is resized to the image's rows as ``decode_head.predict``
     resizes the whole map, so the bands equal mmseg's whole-image logits up to rounding.
 
     Args:
         segmentor (nn.Module): An mmseg ``EncoderDecoder`` with an mmlinear plain backbone
             (``out_type='featmap'``), a ``SimpleFeaturePyramid`` neck and a ``UPerHead``.
+        context_window (None | int | tuple[int, int]): The window (rows, columns) of the
+            head's pyramid pooling around each position, in cells of its top input level
+            (see ``ContextWindowUPerHead``); None (default): the whole top level. Callers
+            pass the head's own with :func:`~mmlinear.models.decode_heads.context_window_of`.
     """
 
     task = 'segmentation'
     batch_of_one = False
 
-    def __init__(self, segmentor: nn.Module) -> None:
+    def __init__(self, segmentor: nn.Module, context_window: ContextWindow = None) -> None:
         backbone, neck = streamed_parts(segmentor, self.task)
         self.model = segmentor
         self.backbone, self.neck, self.decode_head = backbone, neck, segmentor.decode_head
         check_uper_head(self.decode_head)
+        self.context_window = check_context_window(context_window)
 
     @property
     def num_classes(self) -> int:
@@ -91,7 +98,8 @@ class StreamedSegmentation(BandPlanner):
         def read_level(level: int, span: Span) -> Tensor:
             return self.neck.forward_rows(read_map, map_shape, level, span)
 
-        return UPerHeadBands(self.decode_head, self.neck.level_shapes(map_shape), read_level)
+        return UPerHeadBands(self.decode_head, self.neck.level_shapes(map_shape), read_level,
+                             self.context_window)
 
     def image_bands(self, image_shape: Sequence[int],
                     head_rows: int) -> Iterator[Tuple[Span, Span]]:

@@ -6,6 +6,8 @@ from mmseg.models.decode_heads import UPerHead
 from torch import Tensor, nn
 
 from ..utils import AdaptivePoolSums
+from ..utils.windowed_pyramid_pooling import (ContextWindow, check_context_window, window_span,
+                                              windowed_pyramid_pooling)
 from .band_resize import (Span, check_span, crop_band, expand_span, resize_band, source_span,
                           union_span)
 from .token_stream import row_bands
@@ -35,7 +37,11 @@ class UPerHeadBands:
 
     Everything UPerHead computes is local in rows except the pyramid pooling module, whose
     adaptive average pools see the whole top level: :meth:`pool` accumulates them band by band
-    (:class:`~mmlinear.models.utils.AdaptivePoolSums`) once per image. :meth:`logits` then
+    (:class:`~mmlinear.models.utils.AdaptivePoolSums`) once per image. With a context window
+    (:class:`~mmlinear.models.decode_heads.ContextWindowUPerHead`) the pooling is local in
+    rows too: each band reads the rows its positions' windows cover and pools them there
+    (:func:`~mmlinear.models.utils.windowed_pyramid_pooling.windowed_pyramid_pooling`),
+    and :meth:`pool` has nothing to do. :meth:`logits` then
     gives any band of rows of the head's output: it plans the rows each intermediate map
     needs (one row of halo per 3 x 3 convolution, the two source rows per bilinear row), reads
     those rows of the levels and runs UPerHead's own modules on them, so only bands are ever
@@ -46,16 +52,28 @@ class UPerHeadBands:
         level_shapes (Sequence[tuple[int, int]]): (H, W) of every level the neck gives.
         read_level (LevelReader): Rows of a neck level (indexed as ``head.in_index`` indexes
             the neck's outputs).
+        context_window (None | int | tuple[int, int]): The pyramid pooling's window (rows,
+            columns) in cells of the top level, as ``ContextWindowUPerHead`` takes it; None
+            (default) pools the whole top level. A window at least the top level's size is
+            the whole level.
     """
 
-    def __init__(self, head: nn.Module, level_shapes: Sequence[Tuple[int, int]],
-                 read_level: LevelReader) -> None:
+    def __init__(self,
+                 head: nn.Module,
+                 level_shapes: Sequence[Tuple[int, int]],
+                 read_level: LevelReader,
+                 context_window: ContextWindow = None) -> None:
         check_uper_head(head)
         self.head = head
         self.levels = list(head.in_index)
         self.shapes = [tuple(level_shapes[level]) for level in self.levels]
         self._read_level = read_level
         self._pooled: Optional[List[Tensor]] = None
+        window = check_context_window(context_window)
+        top = self.shapes[-1]
+        # A window that holds the whole top level is the whole-level pooling, done once.
+        self.context_window = None if window is None or (window[0] >= top[0]
+                                                         and window[1] >= top[1]) else window
 
     def read(self, index: int, span: Span) -> Tensor:
         """Rows ``span`` of the head's input ``index`` (its ``in_index``-th neck level)."""
@@ -68,7 +86,10 @@ class UPerHeadBands:
 
     def pool(self, head_rows: int) -> None:
         """Pool the whole top level (the pyramid pooling module's pools and 1 x 1
-        convolutions), reading it in bands of ``head_rows`` rows."""
+        convolutions), reading it in bands of ``head_rows`` rows; nothing with a context
+        window (each band pools its own windows)."""
+        if self.context_window is not None:
+            return
         top = len(self.levels) - 1
         sums = [AdaptivePoolSums(self.shapes[top], scale) for scale in self.pool_scales]
         dtype = None
@@ -88,8 +109,9 @@ class UPerHeadBands:
         Returns:
             dict[str, list[Span]]: Per level: 'fpn' (the FPN outputs, before their resize to
             the finest level), 'top_down' (laterals plus the top-down path), and 'psp' (one
-            entry: the top level's rows around the bottleneck); 'output' and 'concat' (one
-            entry each, on the finest level).
+            entry: the top level's rows around the bottleneck), 'window' (one entry: the top
+            level's rows read, those of 'psp' and, with a context window, the rows their
+            windows cover); 'output' and 'concat' (one entry each, on the finest level).
         """
         align, heights = self.head.align_corners, [h for h, _ in self.shapes]
         num_levels = len(heights)
@@ -104,7 +126,10 @@ class UPerHeadBands:
             coarser = source_span(top_down[i - 1], heights[i], heights[i - 1], align)
             top_down.append(union_span(own, coarser))
         psp = expand_span(top_down[-1], 1, heights[-1])  # the bottleneck is 3 x 3
-        return dict(output=[span], concat=[concat], fpn=fpn, top_down=top_down, psp=[psp])
+        window = psp if self.context_window is None else window_span(psp, heights[-1],
+                                                                     self.context_window[0])
+        return dict(
+            output=[span], concat=[concat], fpn=fpn, top_down=top_down, psp=[psp], window=[window])
 
     def band_elements(self, span: Span) -> int:
         """Values per image held at once by :meth:`logits` for ``span`` (every intermediate
@@ -115,6 +140,11 @@ class UPerHeadBands:
         channels, num_levels = head.channels, len(self.shapes)
         total = rows(plan['psp'][0]) * widths[-1] * (
             head.in_channels[-1] * 2 + len(self.pool_scales) * channels)
+        if self.context_window is not None:
+            # The band of the windows, its float64 running sums (two values each), and a
+            # branch's four float64 corner reads of the running sums with its box means.
+            total += rows(plan['window'][0]) * widths[-1] * head.in_channels[-1] * 3
+            total += rows(plan['psp'][0]) * widths[-1] * (head.in_channels[-1] * 10 + channels)
         for i in range(num_levels):
             total += rows(plan['top_down'][i]) * widths[i] * (head.in_channels[i] + 2 * channels)
             total += rows(plan['fpn'][i]) * widths[i] * channels
@@ -129,16 +159,22 @@ class UPerHeadBands:
         Returns:
             Tensor: (B, num_classes, span rows, W of the finest level).
         """
-        if self._pooled is None:
+        if self._pooled is None and self.context_window is None:
             raise RuntimeError('call pool() first: the pyramid pooling sees the whole top map')
         head, plan = self.head, self.plan(span)
         align, num_levels = head.align_corners, len(self.shapes)
         # The top level through the pyramid pooling module.
-        psp_span = plan['psp'][0]
-        top = self.read(num_levels - 1, psp_span)
-        pooled = [
-            resize_band(p, 0, psp_span, p.shape[2], self.shapes[-1], align) for p in self._pooled
-        ]
+        psp_span, window = plan['psp'][0], plan['window'][0]
+        top = self.read(num_levels - 1, window)
+        if self.context_window is None:
+            pooled = [
+                resize_band(p, 0, psp_span, p.shape[2], self.shapes[-1], align)
+                for p in self._pooled
+            ]
+        else:
+            pooled = windowed_pyramid_pooling(head.psp_modules, top, window[0], psp_span,
+                                              self.shapes[-1], self.context_window, align)
+            top = crop_band(top, window[0], psp_span)
         top_down: List[Optional[Tensor]] = [None] * num_levels
         top_down[-1] = conv_band(head.bottleneck, torch.cat([top, *pooled], 1), psp_span[0],
                                  plan['top_down'][-1])

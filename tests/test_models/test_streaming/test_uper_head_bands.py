@@ -1,22 +1,25 @@
 """UPerHeadBands (mmseg's UPerHead over bands of its finest level, pyramid pooling over the
-whole top map) against ``UPerHead.forward`` of the whole pyramid."""
+whole top map or a window around each position) against ``UPerHead.forward`` /
+``ContextWindowUPerHead.forward`` of the whole pyramid."""
 import pytest
 import torch
 from mmseg.models.decode_heads import FCNHead, UPerHead
 
+from mmlinear.models.decode_heads import ContextWindowUPerHead
 from mmlinear.models.streaming.token_stream import row_bands
 from mmlinear.models.streaming.uper_head_bands import UPerHeadBands
 
 
-def uper_head(align_corners=False, in_channels=(8, 16, 16)):
+def uper_head(align_corners=False, in_channels=(8, 16, 16), head_type=UPerHead, **kwargs):
     torch.manual_seed(0)
-    head = UPerHead(
+    head = head_type(
         in_channels=list(in_channels),
         in_index=list(range(len(in_channels))),
         channels=8,
         num_classes=3,
         norm_cfg=dict(type='BN'),
-        align_corners=align_corners)
+        align_corners=align_corners,
+        **kwargs)
     # Running statistics away from 0 / 1, so that eval-mode BN is not the identity.
     for module in head.modules():
         if isinstance(module, torch.nn.BatchNorm2d):
@@ -49,6 +52,35 @@ def test_bands_equal_the_whole_head(shapes, align_corners, head_rows):
         for span in row_bands(shapes[0][0], head_rows):
             torch.testing.assert_close(
                 bands.logits(span), whole[:, :, span[0]:span[1]], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize('window', [(4, 4), (3, 5), (1, 1), (30, 2)])
+@pytest.mark.parametrize('head_rows', [1, 3, 64])
+def test_bands_with_a_context_window_equal_the_whole_head(window, head_rows):
+    """Each band pools the windows of its own top rows (read with them): the same logits as
+    the head over the whole pyramid, with no call to pool()."""
+    shapes = [(28, 20), (14, 10), (7, 5)]
+    head = uper_head(head_type=ContextWindowUPerHead, context_window=window)
+    levels = pyramid(shapes, head.in_channels)
+    with torch.no_grad():
+        whole = head(levels)
+        bands = UPerHeadBands(head, shapes, lambda level, s: levels[level][:, :, s[0]:s[1]],
+                              head.context_window)
+        out = torch.cat([bands.logits(span) for span in row_bands(28, head_rows)], 2)
+    torch.testing.assert_close(out, whole, rtol=1e-10, atol=1e-10)
+    head.context_window = None
+    with torch.no_grad():
+        if window[0] < 7 or window[1] < 5:  # a window smaller than the top map changes it
+            assert (head(levels) - whole).abs().max() > 1e-4
+
+
+def test_windowed_band_memory_counts_the_windows_rows():
+    head = uper_head()
+    shapes = [(400, 10), (200, 5), (100, 3)]
+    whole = UPerHeadBands(head, shapes, None).band_elements((0, 8))
+    window = UPerHeadBands(head, shapes, None, (8, 8))
+    assert window.plan((0, 8))['window'][0] == (0, 9)  # psp rows 0-4, their windows 0-9
+    assert window.band_elements((0, 8)) > whole
 
 
 def test_four_levels_and_a_head_reading_some_levels():

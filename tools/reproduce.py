@@ -31,7 +31,7 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import yaml
 
@@ -194,10 +194,14 @@ def released_work_dir(experiment: dict) -> str:
     return osp.join('work_dirs', 'reproduce', experiment['id'])
 
 
-def released_commands(experiment: dict, checkpoint: str, data_root: str) -> List[str]:
+def released_commands(experiment: dict,
+                      checkpoint: str,
+                      data_root: str,
+                      cfg_options: Sequence[str] = ()) -> List[str]:
     """The commands that check released weights, under ``work_dirs/reproduce/ID``: convert
     them, train the probe on the frozen converted backbone where the experiment has
-    ``probe_data``, then evaluate with ``tools/test.py`` on the data under ``data_root``."""
+    ``probe_data``, then evaluate with ``tools/test.py`` on the data under ``data_root``;
+    ``cfg_options`` (``KEY=VALUE``) are passed on to the training and the evaluation."""
     released = experiment['released']
     work = released_work_dir(experiment)
     converted = f'{work}/converted.pth'
@@ -209,10 +213,12 @@ def released_commands(experiment: dict, checkpoint: str, data_root: str) -> List
             f'model.backbone.init_cfg.checkpoint={converted}',
             'model.backbone.init_cfg.prefix=backbone.'
         ] + [f'{option}={root}' for option in released['probe_data']['options']]
+        options += [shlex.quote(option) for option in cfg_options]
         commands.append(f'python tools/train.py {released["config"]} --work-dir {work}/probe '
                         f'--cfg-options {" ".join(options)}')
         weights = f'$(cat {work}/probe/last_checkpoint)'
-    options = ' '.join(f'{option}={root}' for option in released['test_data']['options'])
+    options = ' '.join([f'{option}={root}' for option in released['test_data']['options']] +
+                       [shlex.quote(option) for option in cfg_options])
     commands.append(f'python tools/test.py {released["config"]} {weights} '
                     f'--work-dir {work}/test --cfg-options {options}')
     return commands
@@ -238,21 +244,33 @@ def check_released_inputs(experiment: dict, checkpoint: str, data_root: str) -> 
                          f' (expected under it: {", ".join(layout)}; {released["data"]})')
 
 
-def check_converted(experiment: dict, converted: str) -> None:
+def check_converted(experiment: dict, converted: str, cfg_options: Sequence[str] = ()) -> None:
     """Refuse converted weights that do not fill the config's model (a checkpoint of another
     model size loads with mere warnings, and would be evaluated half random): every key of the
     model (of its backbone, where a probe is trained on top) must be there, in its shape.
+
+    Args:
+        experiment (dict): The experiment, with its ``released`` entry.
+        converted (str): The converted checkpoint, relative to the repository root.
+        cfg_options (Sequence[str]): ``KEY=VALUE`` overrides of the config, as the
+            evaluation gets them.
 
     Raises:
         SystemExit: Listing the missing and mis-shaped keys.
     """
     import torch
+    from mmengine.config import DictAction
     from mmengine.registry import MODELS, init_default_scope
 
     from mmlinear.apis import load_config, toolbox_scope
     from mmlinear.utils.checkpoint_conversion import load_torch_checkpoint
     released = experiment['released']
-    cfg = load_config(osp.join(REPO_ROOT, released['config']))
+    # Parsed as the tools parse them.
+    options = argparse.ArgumentParser()
+    options.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
+    cfg = load_config(
+        osp.join(REPO_ROOT, released['config']),
+        options.parse_args(['--cfg-options', *cfg_options] if cfg_options else []).cfg_options)
     init_default_scope(toolbox_scope(cfg))
     # Only names and shapes are compared: the meta device allocates nothing.
     with torch.device('meta'):
@@ -299,8 +317,11 @@ def measured_metric(test_work_dir: str, metric: str) -> float:
     return results[metric]
 
 
-def check_released(experiment: dict, checkpoint: Optional[str], data_root: Optional[str],
-                   dry_run: bool) -> int:
+def check_released(experiment: dict,
+                   checkpoint: Optional[str],
+                   data_root: Optional[str],
+                   dry_run: bool,
+                   cfg_options: Sequence[str] = ()) -> int:
     """Convert, check, (train the probe,) evaluate released weights and print the metric
     beside the paper's; with ``dry_run`` print the commands only.
 
@@ -317,14 +338,15 @@ def check_released(experiment: dict, checkpoint: Optional[str], data_root: Optio
                          f'and --data-root ({released["data"]})')
     checkpoint, data_root = osp.abspath(checkpoint), osp.abspath(data_root)
     check_released_inputs(experiment, checkpoint, data_root)
-    convert, *evaluate = released_commands(experiment, checkpoint, data_root)
+    convert, *evaluate = released_commands(experiment, checkpoint, data_root, cfg_options)
     if dry_run:
         print('\n'.join([convert] + evaluate))
         return 0
     status = run_commands([convert])
     if status:
         return status
-    check_converted(experiment, osp.join(released_work_dir(experiment), 'converted.pth'))
+    check_converted(experiment, osp.join(released_work_dir(experiment), 'converted.pth'),
+                    cfg_options)
     status = run_commands(evaluate)
     if status:
         return status
@@ -366,6 +388,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--data-root',
         help='the evaluation dataset, for an experiment that checks released weights')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        default=[],
+        metavar='KEY=VALUE',
+        help='released weights: config overrides for the probe\'s training and the '
+        'evaluation (e.g. test_dataloader.batch_size=32)')
     return parser.parse_args(argv)
 
 
@@ -391,7 +420,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         raise SystemExit(f'unknown experiment {args.experiment!r}; ids: ' + ', '.join(experiments))
     experiment = experiments[args.experiment]
     if args.checkpoint or args.data_root or experiment.get('released'):
-        return check_released(experiment, args.checkpoint, args.data_root, args.dry_run)
+        return check_released(experiment, args.checkpoint, args.data_root, args.dry_run,
+                              args.cfg_options)
     commands = commands_for(experiment, args.scale)
     printing = args.dry_run if args.scale == 'demo' else not args.run
     status = 0

@@ -1,22 +1,26 @@
 """tools/reproduce.py ID --checkpoint --data-root: released weights converted, checked,
-evaluated by tools/test.py on a dataset in the real dataset's layout, the metric printed beside
-the paper's.
+evaluated by tools/test.py (after training the probe, for VECA) on a dataset in the real
+dataset's layout, the metric printed beside the paper's.
 
 The checkpoints are written in the released key layouts (tests/data/released_layouts) and the
-datasets in the layouts the toolboxes read (ImageNet's meta/val.txt + val/); both are tiny, so
-the metric means nothing but the path is the real one.
+datasets in the layouts the toolboxes read (ImageNet's meta/val.txt + val/, PASCAL Context's
+VOC2010 folders); both are tiny, so the metric means nothing but the path is the real one.
 """
 import os.path as osp
+import re
 import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from PIL import Image
-from released_layouts import fake_state, read_layout
+from released_layouts import fake_state, read_layout, training_entries
+
+from mmlinear.models import VECA
 
 reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
 SCRIPT = osp.join(REPO_ROOT, 'tools', 'reproduce.py')
@@ -34,6 +38,48 @@ def write_imagenet_val(root, labels):
         lines.append(f'{name} {label}')
     (root / 'meta' / 'val.txt').write_text('\n'.join(lines) + '\n')
     return root
+
+
+def write_pascal_context(root, train, val):
+    """PASCAL Context as mmseg's PascalContextDataset59 reads it: ``JPEGImages/*.jpg``,
+    ``SegmentationClassContext/*.png`` label maps (0 the background, 1-59 the classes) and the
+    split lists under ``ImageSets/SegmentationContext``, here 40 x 30 px."""
+    for path in ('JPEGImages', 'SegmentationClassContext', 'ImageSets/SegmentationContext'):
+        (root / path).mkdir(parents=True)
+    for split, count in (('train', train), ('val', val)):
+        names = [f'2008_{split}{i:04d}' for i in range(count)]
+        for i, name in enumerate(names):
+            Image.new('RGB', (40, 30),
+                      (50 * i % 256, 100, 150)).save(root / 'JPEGImages' / f'{name}.jpg')
+            label = np.zeros((30, 40), np.uint8)
+            label[:, 20:] = 1 + i
+            label[:15] = 12
+            Image.fromarray(label).save(root / 'SegmentationClassContext' / f'{name}.png')
+        (root / 'ImageSets' / 'SegmentationContext' / f'{split}.txt').write_text('\n'.join(names) +
+                                                                                 '\n')
+    return root
+
+
+def tiny_veca_release(path):
+    """A ``.pt`` as the official VECA code saves it (the state dict under ``student`` beside
+    its config, optimizer and scheduler states), for mmlinear's 2-block 'test' preset: its
+    keys are the released VECA-B's, shapes of that size.
+
+    Returns:
+        dict[str, Tensor]: The state dict written.
+    """
+    layout = read_layout('veca-base')
+    released_keys = {key for key, _, _ in layout['keys']}
+    generator = torch.Generator().manual_seed(0)
+    state = {
+        key: torch.randn(value.shape, generator=generator) * 0.02
+        for key, value in VECA(arch='test', init_cfg=None).state_dict().items()
+    }
+    assert set(state) <= released_keys
+    container = layout['release']['containers']['torch_save']
+    torch.save(
+        dict(student=state, config=dict(num_heads=2), **training_entries(container)), str(path))
+    return state
 
 
 def always_predicting(state, label):
@@ -172,3 +218,29 @@ def test_a_probe_is_trained_on_the_converted_backbone_before_it_is_evaluated(tmp
         f'python tools/test.py {config} $(cat {work}/probe/last_checkpoint) --work-dir {work}/test '
         f'--cfg-options test_dataloader.dataset.data_root={tmp_path}',
     ]
+
+
+def test_released_veca_backbone_gets_its_probe_trained_then_evaluated_on_pascal_context(tmp_path):
+    """The tiny VECA in the released container, converted, frozen under the PASCAL Context
+    probe's config (made tiny by --cfg-options), trained two iterations, then tested."""
+    state = tiny_veca_release(tmp_path / 'veca.pt')
+    data_root = write_pascal_context(tmp_path / 'VOCdevkit' / 'VOC2010', train=2, val=2)
+    work_dir = osp.join(REPO_ROOT, 'work_dirs', 'reproduce', 'veca-released-pascal-context-probe')
+    shutil.rmtree(work_dir, ignore_errors=True)
+
+    result = run_reproduce('veca-released-pascal-context-probe', '--checkpoint',
+                           tmp_path / 'veca.pt', '--data-root', data_root, '--cfg-options',
+                           'model.backbone.arch=test', 'model.backbone.frozen_stages=2',
+                           'model.decode_head.in_channels=64', 'train_cfg.max_iters=2',
+                           'train_cfg.val_interval=2')
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert re.search(
+        r'veca-released-pascal-context-probe: measured mIoU \d+\.\d\d on '
+        f'{re.escape(str(data_root))}; the paper reports PASCAL Context mIoU 57.46 '
+        r'\(model index\)', result.stdout)
+    # The probe trained on the released backbone, frozen: its weights are still the release's.
+    with open(osp.join(work_dir, 'probe', 'last_checkpoint')) as f:
+        probe = torch.load(f.read().strip(), map_location='cpu', weights_only=False)['state_dict']
+    for key, value in state.items():
+        torch.testing.assert_close(probe[f'backbone.{key}'], value)
+    assert osp.isdir(osp.join(work_dir, 'test'))

@@ -26,17 +26,27 @@ reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
 SCRIPT = osp.join(REPO_ROOT, 'tools', 'reproduce.py')
 
 
-def write_imagenet_val(root, labels):
-    """ImageNet-1K val as mmpretrain's ImageNet reads it: ``meta/val.txt`` ("FILE LABEL" per
-    line) and the JPEG images under ``val/``, here 24 x 32 px."""
+def write_imagenet(root, val, train=()):
+    """ImageNet-1K as mmpretrain's ImageNet reads it: ``meta/{val,train}.txt`` ("FILE LABEL"
+    per line) and the JPEG images under ``val/`` and ``train/<wnid>/``, here 32 x 24 px.
+
+    Args:
+        root (Path): The data root to write.
+        val (Sequence[int]): The label of each validation image.
+        train (Sequence[int]): The label of each training image (none: val only).
+    """
     (root / 'meta').mkdir(parents=True)
-    (root / 'val').mkdir()
-    lines = []
-    for i, label in enumerate(labels):
-        name = f'ILSVRC2012_val_{i + 1:08d}.JPEG'
-        Image.new('RGB', (32, 24), (40 * i % 256, 90, 160)).save(root / 'val' / name, 'JPEG')
-        lines.append(f'{name} {label}')
-    (root / 'meta' / 'val.txt').write_text('\n'.join(lines) + '\n')
+    for split, labels in (('val', val), ('train', train)):
+        if not labels:
+            continue
+        lines = []
+        for i, label in enumerate(labels):
+            name = (f'ILSVRC2012_val_{i + 1:08d}.JPEG'
+                    if split == 'val' else f'n{label:08d}/n{label:08d}_{i}.JPEG')
+            (root / split / name).parent.mkdir(parents=True, exist_ok=True)
+            Image.new('RGB', (32, 24), (40 * i % 256, 90, 160)).save(root / split / name, 'JPEG')
+            lines.append(f'{name} {label}')
+        (root / 'meta' / f'{split}.txt').write_text('\n'.join(lines) + '\n')
     return root
 
 
@@ -117,7 +127,7 @@ def test_released_weightformer_t_is_converted_and_evaluated_by_the_test_loop(
     pytest.importorskip('safetensors')
     checkpoint = save_safetensors(
         always_predicting(weightformer_t, 7), tmp_path / 'model.safetensors')
-    data_root = write_imagenet_val(tmp_path / 'imagenet', [7, 3, 7, 7])
+    data_root = write_imagenet(tmp_path / 'imagenet', [7, 3, 7, 7])
     work_dir = osp.join(REPO_ROOT, 'work_dirs', 'reproduce', 'weightformer-t-released')
     shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -136,7 +146,7 @@ def test_a_checkpoint_of_another_model_size_is_refused_before_the_evaluation(tmp
     pytest.importorskip('safetensors')
     checkpoint = save_safetensors(
         fake_state(read_layout('weightformer-s')), tmp_path / 'model.safetensors')
-    data_root = write_imagenet_val(tmp_path / 'imagenet', [0])
+    data_root = write_imagenet(tmp_path / 'imagenet', [0])
     result = run_reproduce('weightformer-t-released', '--checkpoint', checkpoint, '--data-root',
                            data_root)
     assert result.returncode == 1
@@ -151,7 +161,7 @@ def test_a_checkpoint_of_another_model_size_is_refused_before_the_evaluation(tmp
 def test_a_checkpoint_of_another_model_is_refused_naming_the_expected_layout(tmp_path):
     checkpoint = tmp_path / 'veca.pt'
     torch.save(fake_state(read_layout('veca-small')), str(checkpoint))
-    data_root = write_imagenet_val(tmp_path / 'imagenet', [0])
+    data_root = write_imagenet(tmp_path / 'imagenet', [0])
     result = run_reproduce('weightformer-t-released', '--checkpoint', checkpoint, '--data-root',
                            data_root)
     assert result.returncode == 1
@@ -160,7 +170,7 @@ def test_a_checkpoint_of_another_model_is_refused_naming_the_expected_layout(tmp
 
 
 def test_a_missing_checkpoint_is_named_with_the_weights_expected(tmp_path):
-    data_root = write_imagenet_val(tmp_path / 'imagenet', [0])
+    data_root = write_imagenet(tmp_path / 'imagenet', [0])
     result = run_tool_main(reproduce, 'weightformer-s-released', '--checkpoint',
                            tmp_path / 'model.safetensors', '--data-root', data_root)
     assert result.returncode == 1
@@ -220,24 +230,41 @@ def test_a_probe_is_trained_on_the_converted_backbone_before_it_is_evaluated(tmp
     ]
 
 
-def test_released_veca_backbone_gets_its_probe_trained_then_evaluated_on_pascal_context(tmp_path):
-    """The tiny VECA in the released container, converted, frozen under the PASCAL Context
-    probe's config (made tiny by --cfg-options), trained two iterations, then tested."""
+#: The VECA probes made tiny: the 2-block 'test' preset (64 wide) and a short schedule; plain
+#: fp32 steps (mmengine's AMP wrapper needs a GPU).
+TINY_PROBES = {
+    'veca-released-imagenet-probe': [
+        'model.neck.input_features=64', 'model.head.in_channels=64',
+        'train_dataloader.batch_size=2', 'train_cfg.max_epochs=1', 'optim_wrapper.type=OptimWrapper'
+    ],
+    'veca-released-pascal-context-probe':
+    ['model.decode_head.in_channels=64', 'train_cfg.max_iters=2', 'train_cfg.val_interval=2'],
+}
+
+
+@pytest.mark.parametrize('experiment_id,reported', [
+    ('veca-released-imagenet-probe', 'ImageNet-1k Top 1 Accuracy 81.93'),
+    ('veca-released-pascal-context-probe', 'PASCAL Context mIoU 57.46'),
+])
+def test_released_veca_backbone_gets_its_probe_trained_then_evaluated(tmp_path, experiment_id,
+                                                                      reported):
+    """The tiny VECA in the released container, converted, frozen under the probe's config
+    (made tiny by --cfg-options), trained briefly on the generated dataset, then tested."""
     state = tiny_veca_release(tmp_path / 'veca.pt')
-    data_root = write_pascal_context(tmp_path / 'VOCdevkit' / 'VOC2010', train=2, val=2)
-    work_dir = osp.join(REPO_ROOT, 'work_dirs', 'reproduce', 'veca-released-pascal-context-probe')
+    if experiment_id == 'veca-released-imagenet-probe':
+        data_root = write_imagenet(tmp_path / 'imagenet', val=[1, 2], train=[1, 2, 1, 2])
+    else:
+        data_root = write_pascal_context(tmp_path / 'VOCdevkit' / 'VOC2010', train=2, val=2)
+    work_dir = osp.join(REPO_ROOT, 'work_dirs', 'reproduce', experiment_id)
     shutil.rmtree(work_dir, ignore_errors=True)
 
-    result = run_reproduce('veca-released-pascal-context-probe', '--checkpoint',
-                           tmp_path / 'veca.pt', '--data-root', data_root, '--cfg-options',
-                           'model.backbone.arch=test', 'model.backbone.frozen_stages=2',
-                           'model.decode_head.in_channels=64', 'train_cfg.max_iters=2',
-                           'train_cfg.val_interval=2')
+    result = run_reproduce(experiment_id, '--checkpoint', tmp_path / 'veca.pt', '--data-root',
+                           data_root, '--cfg-options', 'model.backbone.arch=test',
+                           'model.backbone.frozen_stages=2', *TINY_PROBES[experiment_id])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(
-        r'veca-released-pascal-context-probe: measured mIoU \d+\.\d\d on '
-        f'{re.escape(str(data_root))}; the paper reports PASCAL Context mIoU 57.46 '
-        r'\(model index\)', result.stdout)
+        rf'{experiment_id}: measured \S+ \d+\.\d\d on {re.escape(str(data_root))}; the paper '
+        rf'reports {reported} \(model index\)', result.stdout)
     # The probe trained on the released backbone, frozen: its weights are still the release's.
     with open(osp.join(work_dir, 'probe', 'last_checkpoint')) as f:
         probe = torch.load(f.read().strip(), map_location='cpu', weights_only=False)['state_dict']

@@ -323,7 +323,7 @@ def check_released(experiment: dict,
                    dry_run: bool,
                    cfg_options: Sequence[str] = ()) -> int:
     """Convert, check, (train the probe,) evaluate released weights and print the metric
-    beside the paper's; with ``dry_run`` print the commands only.
+    beside the paper's; with ``dry_run`` print the commands only (the files need not exist).
 
     Returns:
         int: The exit status of the first command that fails, else 0.
@@ -337,11 +337,11 @@ def check_released(experiment: dict,
         raise SystemExit(f'{experiment["id"]} needs both --checkpoint ({released["weights"]}) '
                          f'and --data-root ({released["data"]})')
     checkpoint, data_root = osp.abspath(checkpoint), osp.abspath(data_root)
-    check_released_inputs(experiment, checkpoint, data_root)
     convert, *evaluate = released_commands(experiment, checkpoint, data_root, cfg_options)
     if dry_run:
         print('\n'.join([convert] + evaluate))
         return 0
+    check_released_inputs(experiment, checkpoint, data_root)
     status = run_commands([convert])
     if status:
         return status

@@ -206,15 +206,12 @@ def test_checkpoint_and_data_root_go_together_and_only_with_released_weights(tmp
 
 
 def test_a_probe_is_trained_on_the_converted_backbone_before_it_is_evaluated(tmp_path):
-    """VECA releases the backbone only: the probe's config trains on it, then is tested."""
+    """VECA releases the backbone only: the probe's config trains on it, then is tested, both
+    with the --cfg-options given. The dry run prints the commands without the files."""
     checkpoint = tmp_path / 'veca.pt'
-    checkpoint.write_bytes(b'0')
-    for path in ('JPEGImages', 'SegmentationClassContext', 'ImageSets/SegmentationContext'):
-        (tmp_path / path).mkdir(parents=True)
-    for split in ('train', 'val'):
-        (tmp_path / 'ImageSets' / 'SegmentationContext' / f'{split}.txt').write_text('a\n')
     printed = run_tool_main(reproduce, 'veca-released-pascal-context-probe', '--checkpoint',
-                            checkpoint, '--data-root', tmp_path, '--dry-run')
+                            checkpoint, '--data-root', tmp_path, '--dry-run', '--cfg-options',
+                            'train_dataloader.batch_size=4')
     assert printed.returncode == 0
     work = 'work_dirs/reproduce/veca-released-pascal-context-probe'
     config = 'configs/veca/linear-probe_veca-base-frozen_8xb2-40k_pascal-context-59-512x512.py'
@@ -224,9 +221,9 @@ def test_a_probe_is_trained_on_the_converted_backbone_before_it_is_evaluated(tmp
         f'model.backbone.init_cfg.checkpoint={work}/converted.pth '
         'model.backbone.init_cfg.prefix=backbone. '
         f'train_dataloader.dataset.data_root={tmp_path} '
-        f'val_dataloader.dataset.data_root={tmp_path}',
+        f'val_dataloader.dataset.data_root={tmp_path} train_dataloader.batch_size=4',
         f'python tools/test.py {config} $(cat {work}/probe/last_checkpoint) --work-dir {work}/test '
-        f'--cfg-options test_dataloader.dataset.data_root={tmp_path}',
+        f'--cfg-options test_dataloader.dataset.data_root={tmp_path} train_dataloader.batch_size=4',
     ]
 
 

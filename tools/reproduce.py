@@ -6,6 +6,7 @@
     python tools/reproduce.py ID --scale paper           # print the paper-scale commands
     python tools/reproduce.py ID --scale paper --run     # and run them
     python tools/reproduce.py --all                      # every demo-scale experiment
+    python tools/reproduce.py ID --checkpoint PATH --data-root PATH  # check released weights
 
 The experiments, their commands and what each still lacks are in
 ``tools/reproduce_experiments.yml``; their results are written up where ``docs`` says. A demo
@@ -14,15 +15,23 @@ checkpoint), then runs its commands in order from the repository root and stops 
 that fails, with its exit status. Both scales end with what the paper reports for the configs
 of the experiment's paper-scale commands, read from the model index (``Results``), beside
 which the run's own tools print what they measured.
+
+An experiment with a ``released`` entry checks a model's published weights instead: it converts
+the file given with ``--checkpoint`` with the model's converter, checks that the converted
+weights fill the model of the config, trains the frozen-backbone probe first where the paper's
+number is a probe's (VECA releases its backbone only), evaluates with ``tools/test.py`` on the
+dataset under ``--data-root`` and prints the metric beside the paper's.
 """
 import argparse
+import glob
+import json
 import os
 import os.path as osp
 import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import yaml
 
@@ -121,6 +130,9 @@ def describe(experiment: dict) -> str:
     runs = [
         scale for scale, key in (('demo', 'demo'), ('paper', 'paper_scale')) if experiment.get(key)
     ]
+    if experiment.get('released'):
+        runs.append(f'released weights (--checkpoint {experiment["released"]["weights"]} '
+                    '--data-root DATA_ROOT)')
     lines = [
         f'{experiment["id"]}  [{experiment["paper"]}]  runs: {", ".join(runs) or "none"}',
         f'    {experiment["item"]}', f'    results: {experiment["docs"]}'
@@ -165,6 +177,8 @@ def reported_results(experiment: dict) -> List[str]:
     configs = set()
     for command in experiment.get('paper_scale') or []:
         configs.update(re.findall(r'configs/\S+\.py', command))
+    if experiment.get('released'):
+        configs.add(experiment['released']['config'])
     lines = []
     for model in modelindex.load(MODEL_INDEX).models:
         if model.config in configs and model.results:
@@ -172,6 +186,174 @@ def reported_results(experiment: dict) -> List[str]:
                                 for name, value in result.metrics.items())
             lines.append(f'  {model.name}: {metrics}')
     return ['reported by the paper (model index; not reproduced here):'] + lines if lines else []
+
+
+def released_work_dir(experiment: dict) -> str:
+    """Where a check of released weights writes: the converted weights (``converted.pth``),
+    the probe's training (``probe``) and the evaluation (``test``)."""
+    return osp.join('work_dirs', 'reproduce', experiment['id'])
+
+
+def released_commands(experiment: dict,
+                      checkpoint: str,
+                      data_root: str,
+                      cfg_options: Sequence[str] = ()) -> List[str]:
+    """The commands that check released weights, under ``work_dirs/reproduce/ID``: convert
+    them, train the probe on the frozen converted backbone where the experiment has
+    ``probe_data``, then evaluate with ``tools/test.py`` on the data under ``data_root``;
+    ``cfg_options`` (``KEY=VALUE``) are passed on to the training and the evaluation."""
+    released = experiment['released']
+    work = released_work_dir(experiment)
+    converted = f'{work}/converted.pth'
+    root = shlex.quote(data_root)
+    commands = [f'{released["convert"]} {shlex.quote(checkpoint)} {converted}']
+    weights = converted
+    if released.get('probe_data'):
+        options = [
+            f'model.backbone.init_cfg.checkpoint={converted}',
+            'model.backbone.init_cfg.prefix=backbone.'
+        ] + [f'{option}={root}' for option in released['probe_data']['options']]
+        options += [shlex.quote(option) for option in cfg_options]
+        commands.append(f'python tools/train.py {released["config"]} --work-dir {work}/probe '
+                        f'--cfg-options {" ".join(options)}')
+        weights = f'$(cat {work}/probe/last_checkpoint)'
+    options = ' '.join([f'{option}={root}' for option in released['test_data']['options']] +
+                       [shlex.quote(option) for option in cfg_options])
+    commands.append(f'python tools/test.py {released["config"]} {weights} '
+                    f'--work-dir {work}/test --cfg-options {options}')
+    return commands
+
+
+def check_released_inputs(experiment: dict, checkpoint: str, data_root: str) -> None:
+    """Refuse a missing checkpoint, or a data root without a file or folder the evaluation
+    (and the probe's training) reads.
+
+    Raises:
+        SystemExit: Naming the missing checkpoint, or every missing path and the layout
+            expected under the data root.
+    """
+    released = experiment['released']
+    if not osp.isfile(checkpoint):
+        raise SystemExit(f'{experiment["id"]}: checkpoint not found: {checkpoint} (expected the '
+                         f'released weights, {released["weights"]})')
+    layout = released['test_data']['layout'] + (released.get('probe_data') or {}).get('layout', [])
+    missing = [path for path in layout if not osp.exists(osp.join(data_root, path))]
+    if missing:
+        raise SystemExit(f'{experiment["id"]}: the data root {data_root} lacks ' +
+                         ', '.join(osp.join(data_root, path) for path in missing) +
+                         f' (expected under it: {", ".join(layout)}; {released["data"]})')
+
+
+def check_converted(experiment: dict, converted: str, cfg_options: Sequence[str] = ()) -> None:
+    """Refuse converted weights that do not fill the config's model (a checkpoint of another
+    model size loads with mere warnings, and would be evaluated half random): every key of the
+    model (of its backbone, where a probe is trained on top) must be there, in its shape.
+
+    Args:
+        experiment (dict): The experiment, with its ``released`` entry.
+        converted (str): The converted checkpoint, relative to the repository root.
+        cfg_options (Sequence[str]): ``KEY=VALUE`` overrides of the config, as the
+            evaluation gets them.
+
+    Raises:
+        SystemExit: Listing the missing and mis-shaped keys.
+    """
+    import torch
+    from mmengine.config import DictAction
+    from mmengine.registry import MODELS, init_default_scope
+
+    from mmlinear.apis import load_config, toolbox_scope
+    from mmlinear.utils.checkpoint_conversion import load_torch_checkpoint
+    released = experiment['released']
+    # Parsed as the tools parse them.
+    options = argparse.ArgumentParser()
+    options.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
+    cfg = load_config(
+        osp.join(REPO_ROOT, released['config']),
+        options.parse_args(['--cfg-options', *cfg_options] if cfg_options else []).cfg_options)
+    init_default_scope(toolbox_scope(cfg))
+    # Only names and shapes are compared: the meta device allocates nothing.
+    with torch.device('meta'):
+        reference = MODELS.build(cfg.model).state_dict()
+    if released.get('probe_data'):
+        reference = {k: v for k, v in reference.items() if k.startswith('backbone.')}
+    state = load_torch_checkpoint(osp.join(REPO_ROOT, converted))['state_dict']
+    missing = sorted(set(reference) - set(state))
+    mismatched = [
+        f'{k}: {tuple(state[k].shape)}, expected {tuple(reference[k].shape)}' for k in reference
+        if k in state and state[k].shape != reference[k].shape
+    ]
+    if missing or mismatched:
+        raise SystemExit(f'{experiment["id"]}: the converted checkpoint does not fit '
+                         f'{released["config"]} (expected {released["weights"]}):\n'
+                         f'  missing keys: {missing}\n  shape mismatches: {mismatched}')
+
+
+def paper_metric(config: str) -> str:
+    """The first metric the model index reports for a config, as ``dataset name value``."""
+    import modelindex
+    for model in modelindex.load(MODEL_INDEX).models:
+        if model.config == config and model.results:
+            result = model.results[0]
+            name, value = next(iter(result.metrics.items()))
+            return f'{result.dataset} {name} {value}'
+    raise ValueError(f'the model index reports no result for {config}')
+
+
+def measured_metric(test_work_dir: str, metric: str) -> float:
+    """The metric of the latest ``tools/test.py`` run in a work folder (the JSON that
+    mmengine's logger writes beside the log, ``TIMESTAMP/TIMESTAMP.json``).
+
+    Raises:
+        ValueError: No such run, or its results lack the metric.
+    """
+    runs = sorted(glob.glob(osp.join(REPO_ROOT, test_work_dir, '*', '*.json')), key=osp.getmtime)
+    if not runs:
+        raise ValueError(f'no test results under {test_work_dir}')
+    with open(runs[-1]) as f:
+        results = json.load(f)
+    if metric not in results:
+        raise ValueError(f'{runs[-1]} has no {metric!r}; it has {sorted(results)}')
+    return results[metric]
+
+
+def check_released(experiment: dict,
+                   checkpoint: Optional[str],
+                   data_root: Optional[str],
+                   dry_run: bool,
+                   cfg_options: Sequence[str] = ()) -> int:
+    """Convert, check, (train the probe,) evaluate released weights and print the metric
+    beside the paper's; with ``dry_run`` print the commands only (the files need not exist).
+
+    Returns:
+        int: The exit status of the first command that fails, else 0.
+    """
+    released = experiment.get('released')
+    if released is None:
+        raise SystemExit(f'{experiment["id"]} evaluates no released weights; experiments that '
+                         'do: ' +
+                         ', '.join(i for i, e in load_experiments().items() if e.get('released')))
+    if not (checkpoint and data_root):
+        raise SystemExit(f'{experiment["id"]} needs both --checkpoint ({released["weights"]}) '
+                         f'and --data-root ({released["data"]})')
+    checkpoint, data_root = osp.abspath(checkpoint), osp.abspath(data_root)
+    convert, *evaluate = released_commands(experiment, checkpoint, data_root, cfg_options)
+    if dry_run:
+        print('\n'.join([convert] + evaluate))
+        return 0
+    check_released_inputs(experiment, checkpoint, data_root)
+    status = run_commands([convert])
+    if status:
+        return status
+    check_converted(experiment, osp.join(released_work_dir(experiment), 'converted.pth'),
+                    cfg_options)
+    status = run_commands(evaluate)
+    if status:
+        return status
+    value = measured_metric(osp.join(released_work_dir(experiment), 'test'), released['metric'])
+    print(f'{experiment["id"]}: measured {released["metric"]} {value:.2f} on {data_root}; '
+          f'the paper reports {paper_metric(released["config"])} (model index)')
+    return 0
 
 
 def run_commands(commands: List[str]) -> int:
@@ -201,6 +383,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         '--dry-run', action='store_true', help='demo scale: print the commands, run nothing')
     parser.add_argument(
         '--run', action='store_true', help='paper scale: run the commands, not only print them')
+    parser.add_argument(
+        '--checkpoint', help='the released weights, for an experiment that checks them')
+    parser.add_argument(
+        '--data-root',
+        help='the evaluation dataset, for an experiment that checks released weights')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        default=[],
+        metavar='KEY=VALUE',
+        help='released weights: config overrides for the probe\'s training and the '
+        'evaluation (e.g. test_dataloader.batch_size=32)')
     return parser.parse_args(argv)
 
 
@@ -225,6 +419,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.experiment not in experiments:
         raise SystemExit(f'unknown experiment {args.experiment!r}; ids: ' + ', '.join(experiments))
     experiment = experiments[args.experiment]
+    if args.checkpoint or args.data_root or experiment.get('released'):
+        return check_released(experiment, args.checkpoint, args.data_root, args.dry_run,
+                              args.cfg_options)
     commands = commands_for(experiment, args.scale)
     printing = args.dry_run if args.scale == 'demo' else not args.run
     status = 0

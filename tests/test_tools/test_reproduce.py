@@ -20,15 +20,21 @@ PAPERS = {
 
 
 def all_commands(experiment):
+    released = experiment.get('released')
     return ((experiment.get('demo') or []) + (experiment.get('paper_scale') or []) +
-            [r['made_by'] for r in experiment.get('requires') or []])
+            [r['made_by'] for r in experiment.get('requires') or []] +
+            ([released['convert'], released['config']] if released else []))
 
 
 @pytest.mark.parametrize('experiment', EXPERIMENTS.values(), ids=list(EXPERIMENTS))
 def test_every_experiment_names_files_and_presets_that_exist(experiment):
     assert experiment['paper'] in PAPERS
     assert osp.isfile(osp.join(REPO_ROOT, experiment['docs']))
-    assert experiment.get('demo') or experiment.get('paper_scale') or experiment.get('pending')
+    assert experiment.get('demo') or experiment.get('paper_scale') or experiment.get(
+        'pending') or experiment.get('released')
+    if experiment.get('released'):
+        # The paper's number it is printed beside.
+        assert reproduce.paper_metric(experiment['released']['config'])
     for command in all_commands(experiment):
         for path in re.findall(r'(?:configs|tools)/\S+\.(?:py|sh)', command):
             assert osp.isfile(osp.join(REPO_ROOT, path)), (experiment['id'], path)

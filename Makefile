@@ -1,7 +1,16 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Each sets up what it needs
 # (idempotently: a second set-up takes seconds) and then runs.
+# The OpenMMLab stack (requirements/stack-$(STACK).txt): pinned (mmengine 0.10.7, mmcv 2.1.0,
+# mmdet 3.3.0, mmseg 1.2.2, mmpretrain 1.2.0) or onedl (the maintained onedl-* continuation), each
+# in its own environment: `make test STACK=onedl` builds .venv-onedl beside .venv and runs there.
+STACK ?= pinned
+ifeq ($(STACK),pinned)
 VENV ?= .venv
+else
+VENV ?= .venv-$(STACK)
+endif
 PY := $(VENV)/bin/python
+export STACK VENV
 
 .PHONY: setup data demo demo-large test test-all lint format bench-relation ops bench-ops \
 	check-cuda-build gpu-check clean reproduce-demo

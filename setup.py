@@ -91,7 +91,10 @@ setup(
         ]
     },
     include_package_data=True,
-    install_requires=read_requirements('runtime.txt'),
+    # The pinned OpenMMLab stack; the onedl one (requirements/stack-onedl.txt) provides the same
+    # modules under other distribution names, so an environment of it installs mmlinear
+    # with --no-deps (as tools/misc/setup_env.sh does).
+    install_requires=read_requirements('stack-pinned.txt') + read_requirements('runtime.txt'),
     extras_require={
         'tests': read_requirements('tests.txt'),
         'optional': read_requirements('optional.txt'),

@@ -44,8 +44,9 @@ def _install_config_scope() -> None:
     from mmengine.config import config as config_module
     from mmengine.config import utils as config_utils
 
-    from ..utils.config_scope import get_installed_path
+    from ..utils.config_scope import follow_renamed_distributions, get_installed_path
     config_utils.MODULE2PACKAGE.setdefault('mmlinear', 'mmlinear')
+    follow_renamed_distributions(config_utils.MODULE2PACKAGE)
     config_module.get_installed_path = get_installed_path
 
 
@@ -108,14 +109,15 @@ SHIMS: Dict[str, Shim] = {
         install=_install_safe_checkpoint_loading),
     'config_scope':
     Shim(
-        replaces='mmengine.config.utils.MODULE2PACKAGE (an entry), '
-        'mmengine.config.config.get_installed_path',
-        upstream='mmengine 0.10.7',
-        why="mmengine resolves 'pkg::path' only for the OpenMMLab packages of its table, and "
-        'finds an editable install in site-packages, where no mmlinear folder is '
-        '(utils/config_scope.py)',
-        remove_when='mmengine lets a package register its config scope and finds editable '
-        'installs',
+        replaces='mmengine.config.utils.MODULE2PACKAGE (an entry; entries of toolboxes '
+        'installed under other distribution names), mmengine.config.config.get_installed_path',
+        upstream='mmengine 0.10.7, onedl-mmengine 0.10.12',
+        why="mmengine resolves 'pkg::path' only for the OpenMMLab packages of its table, "
+        'finds an editable install in site-packages, where no mmlinear folder is, and looks '
+        "the toolboxes up by their upstream distribution names, which the onedl stack's are "
+        'not (utils/config_scope.py)',
+        remove_when='mmengine lets a package register its config scope, finds editable '
+        'installs and looks packages up by module',
         install=_install_config_scope),
     'atomic_checkpoints':
     Shim(

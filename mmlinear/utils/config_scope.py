@@ -8,8 +8,17 @@ installs :func:`get_installed_path`, before any config is parsed (importing mmli
 mmengine finds the package folder through the distribution's install location, which for an
 editable (PEP 660) install is site-packages, where no ``mmlinear/`` folder exists. For mmlinear
 the folder of the imported package is used instead.
+
+The table maps a module to the distribution pip installs it from (``mmseg`` to
+``mmsegmentation``), which mmengine then looks up by name. The maintained continuation of the
+toolboxes installs the same modules from other distributions (``onedl-mmsegmentation``), so
+:func:`follow_renamed_distributions` points such entries at the module itself, which mmengine
+finds through its import spec.
 """
+import importlib.metadata
+import importlib.util
 import os.path as osp
+from typing import Dict
 
 from mmengine.config import config as config_module
 
@@ -29,3 +38,20 @@ def get_installed_path(package: str) -> str:
     if package == 'mmlinear':
         return osp.dirname(osp.dirname(osp.abspath(__file__)))
     return _upstream_get_installed_path(package)
+
+
+def follow_renamed_distributions(table: Dict[str, str]) -> None:
+    """Point each entry whose distribution is not installed, but whose module is, at the
+    module (in place).
+
+    Args:
+        table (dict[str, str]): mmengine's ``MODULE2PACKAGE``: module name to distribution name.
+    """
+    for module, distribution in table.items():
+        if module == distribution:
+            continue
+        try:
+            importlib.metadata.distribution(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            if importlib.util.find_spec(module) is not None:
+                table[module] = module

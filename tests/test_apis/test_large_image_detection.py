@@ -152,4 +152,5 @@ def test_detects_without_mmseg():
                             cwd=REPO_ROOT,
                             timeout=300)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == '(64, 96)'
+    # The last line: a toolbox may print notes of its own on import (onedl-mmdetection does).
+    assert result.stdout.strip().splitlines()[-1] == '(64, 96)', result.stdout

@@ -1,5 +1,6 @@
 """Short end-to-end runs of tools/train.py and tools/test.py for the three toolboxes."""
 import glob
+import importlib.metadata
 import json
 import math
 import os
@@ -227,9 +228,28 @@ def test_config_pointing_at_missing_data_fails_before_building(tool, tmp_path):
     assert 'make_tiny_datasets.py' in result.stderr
 
 
+def _distribution_installed(name: str) -> bool:
+    try:
+        importlib.metadata.distribution(name)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 @pytest.mark.parametrize('toolbox,task', [('mmdet', 'det'), ('mmseg', 'seg')])
-def test_upstream_train_script_runs_our_config(toolbox, task, tiny_data, classifier, tmp_path):
+def test_upstream_train_script_runs_our_config(toolbox, task, tiny_data, classifier, tmp_path,
+                                               request):
     """The unmodified train.py shipped in the mmdet / mmseg wheels runs our demo configs."""
+    if toolbox == 'mmseg' and not _distribution_installed('mmsegmentation'):
+        # The onedl stack installs mmseg as onedl-mmsegmentation, and its mmengine resolves
+        # 'mmseg::' through the distribution 'mmsegmentation': mmseg's own train.py parses the
+        # config before anything imports mmlinear, whose shim would redirect the scope.
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason="onedl-mmengine resolves 'mmseg::' through the distribution "
+                "'mmsegmentation', which onedl-mmsegmentation is not"))
     package = __import__(toolbox)
     script = osp.join(osp.dirname(package.__file__), '.mim', 'tools', 'train.py')
     config = task_config(task, tmp_path, tiny_data, classifier)

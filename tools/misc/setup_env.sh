@@ -33,7 +33,9 @@ if [[ ! -f "$stack_file" ]]; then
 fi
 default_venv=.venv
 [[ "$STACK" == pinned ]] || default_venv=".venv-$STACK"
-VENV="${VENV:-$repo_root/$default_venv}"
+VENV="${VENV:-$default_venv}"
+# Absolute: the mmcv build runs from its unpacked source folder.
+[[ "$VENV" == /* ]] || VENV="$repo_root/$VENV"
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 CACHE="${MMLINEAR_CACHE:-$HOME/.cache/mmlinear}"
 export MAX_JOBS="${MAX_JOBS:-2}"

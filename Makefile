@@ -29,9 +29,10 @@ demo: data
 # picture in work_dirs/demo_large/<kind>/. The mosaic is of independent 128 x 128 scenes; the
 # continuous scene's shapes lie anywhere, across the borders of slide mode's tiles. The UperNet
 # is the one `make demo` trains; when it is missing, run_demo.py trains it (and the classifier
-# it starts from, if that is missing too). DEMO_LARGE_OPTIONS is passed on to both runs, e.g.
-# DEMO_LARGE_OPTIONS='--cfg-options model.decode_head.context_window=8' (the head's pyramid
-# pooling over windows of the training size, docs/large_images.md).
+# it starts from, if that is missing too). Its head pools windows of the training size (the
+# config's context_window=8, docs/large_images.md). DEMO_LARGE_OPTIONS is passed on to both
+# runs, e.g. DEMO_LARGE_OPTIONS='--cfg-options model.decode_head.context_window=whole' (the
+# pyramid pooling over the whole image, as mmseg's UPerHead).
 LARGE_SCENE ?= 4096
 DEMO_LARGE_OPTIONS ?=
 DEMO_SEG := work_dirs/demo/upernet_infvit-demo-linear_shapes-ade

@@ -49,12 +49,14 @@ model = dict(
         out_indices=(-1, ),
         init_cfg=dict(type='Pretrained', checkpoint=classifier_checkpoint, prefix='backbone.')),
     neck=dict(type='mmlinear.SimpleFeaturePyramid', in_channels=96, scale_factors=(2.0, 1.0, 0.5)),
-    # mmseg's UPerHead with a context window option for its pyramid pooling (None, the
-    # default: the whole map, as UPerHead; same weights). For whole-image inference at many
-    # times the crop, e.g. --cfg-options model.decode_head.context_window=8 (cells of the
-    # stride-16 top level: the 128-pixel crop) pools each position's training-size window.
+    # mmseg's UPerHead (same weights) whose pyramid pooling sees the 8 x 8 cells of the
+    # stride-16 top level around each position: the 128-pixel training crop. On a crop that is
+    # the whole map, as UPerHead; on a large image every position keeps its training context
+    # (whole-image mIoU level with slide mode: docs/large_images.md). 'whole' (e.g.
+    # --cfg-options model.decode_head.context_window=whole) pools the whole image instead.
     decode_head=dict(
         type='mmlinear.ContextWindowUPerHead',
+        context_window=8,
         in_channels=[48, 96, 96],
         in_index=[0, 1, 2],
         channels=64,

@@ -9,7 +9,12 @@ _base_ = ['./upernet_infvit-demo-linear_shapes-ade.py', '../_base_/veca_variable
 model = dict(
     backbone={{_base_.veca_demo_dense_backbone}},
     neck=dict(in_channels=96, scale_factors=(4.0, 2.0, 1.0, 0.5)),
-    decode_head=dict(in_channels=[24, 48, 96, 96], in_index=[0, 1, 2, 3]),
+    decode_head=dict(
+        # The pyramid pools the whole map ('whole'): the InfViT demo's window of 8 cells is
+        # its stride-16 crop, twice this stride-32 level's (4 cells); not yet measured here.
+        context_window='whole',
+        in_channels=[24, 48, 96, 96],
+        in_index=[0, 1, 2, 3]),
     auxiliary_head=dict(in_index=2))
 
 # No decay on the norms; the core bank is decayed, as in the reference.

@@ -78,8 +78,8 @@ def plan_large_image(model: nn.Module,
         buffer (str): 'memory' or 'disk', as the APIs take it. Defaults to 'memory'.
         return_logits (bool): Segmentation: whether the logits will be returned too (they
             are held in memory with ``buffer='memory'``). Defaults to False.
-        context_window (None | int | tuple[int, int]): Segmentation: the pyramid pooling's
-            window, as :func:`segment_large_image` takes it.
+        context_window (None | str | int | tuple[int, int]): Segmentation: the pyramid
+            pooling's window, as :func:`segment_large_image` takes it.
 
     Returns:
         BandPlan: ``band_rows``, ``head_rows`` and ``memory`` (the predicted peak, with

@@ -66,13 +66,14 @@ def segment_large_image(
         buffer_dir (str, optional): The folder of 'disk' buffers.
         progress (bool, optional): Show progress bars; None shows them once a run takes a
             few seconds.
-        context_window (None | int | tuple[int, int]): The window (rows, columns) of the
-            head's pyramid pooling around each position, in cells of the head's top input
-            level (the training crop over that level's stride, e.g. 128 / 16 = 8 for the demo
-            UperNet): positions see the context they were trained with instead of the whole
-            image. None (default) takes the head's own setting
-            (``ContextWindowUPerHead.context_window``; the whole image for mmseg's
-            ``UPerHead``).
+        context_window (None | str | int | tuple[int, int]): The window (rows, columns) of
+            the head's pyramid pooling around each position, in cells of the head's top
+            input level (the training crop over that level's stride, e.g. 128 / 16 = 8 for
+            the demo UperNet): positions see the context they were trained with instead of
+            the whole image. 'whole' pools the whole image (exact global context) whatever
+            the head's setting. None (default) takes the head's own setting
+            (``ContextWindowUPerHead.context_window``, e.g. 8 in the demo InfViT UperNet's
+            config; the whole image for mmseg's ``UPerHead``).
 
     Returns:
         Tensor | tuple[Tensor, Tensor]: The (H, W) class map (uint8 for up to 256 classes,

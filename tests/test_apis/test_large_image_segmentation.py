@@ -76,16 +76,21 @@ def test_equals_mmseg_whole_inference_at_2048(name):
 def test_context_window_equals_mmseg_whole_inference_with_the_window(name):
     """The head's window (``model.decode_head.context_window``, as a config sets it) or
     segment_large_image's own argument: the streamed logits equal mmseg's whole-image
-    inference of the head with that window, and differ from the whole map's pooling."""
+    inference of the head with that window, and differ from the whole map's pooling, which
+    the argument 'whole' asks for whatever the head's window."""
     model = demo_upernet(name, **{'model.decode_head.context_window': 4})
     image = scene(200, 136)
     expected = mmseg_whole(model, image)
     class_map, logits = segment_large_image(
         model, image, return_logits=True, band_rows=4, head_rows=8)
     assert_same_segmentation(class_map, logits, *expected)
-    model.decode_head.context_window = None
-    _, whole_map_logits = segment_large_image(model, image, return_logits=True, head_rows=8)
+    # 'whole' overrides the head's window: the pooling of the whole map, as with no window
+    _, whole_map_logits = segment_large_image(
+        model, image, return_logits=True, head_rows=8, context_window='whole')
     assert (whole_map_logits - logits).abs().max() > 1e-3
+    model.decode_head.context_window = None
+    _, no_window_logits = segment_large_image(model, image, return_logits=True, head_rows=8)
+    assert torch.equal(no_window_logits, whole_map_logits)
     _, argument_logits = segment_large_image(
         model, image, return_logits=True, head_rows=8, context_window=(4, 4))
     torch.testing.assert_close(argument_logits, logits, rtol=0, atol=1e-5)

@@ -131,22 +131,33 @@ def test_bad_inputs_are_refused_before_any_work(tool, checkpoint, tmp_path):
 
 def test_context_window_option_equals_segment_large_image_with_it(tool, checkpoint, tmp_path):
     """--context-window 4 (cells of the stride-16 top level) and --cfg-options
-    model.decode_head.context_window=4 give segment_large_image's classes with that window;
-    a non-positive or three-number window is refused before any output."""
+    model.decode_head.context_window=4 give segment_large_image's classes with that window,
+    'whole' (either way) those of the whole image's pooling over the config's window of 8;
+    a non-positive, three-number or unknown window is refused before any output."""
     source = write_raster(tmp_path / 'scene.tif', scene_channels(160, 136))
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         model = init_model(CONFIG, checkpoint, device='cpu')
     with RasterImage(source) as image:
-        expected = segment_large_image(model, image, context_window=4).numpy()
-    for option in (['--context-window',
-                    '4'], ['--cfg-options', 'model.decode_head.context_window=4']):
-        out = tmp_path / option[0].strip('-')
+        expected = {
+            window: segment_large_image(model, image, context_window=window).numpy()
+            for window in (4, 'whole')
+        }
+    assert (expected[4] != expected['whole']).any()
+    options = [
+        (4, ['--context-window', '4']),
+        (4, ['--cfg-options', 'model.decode_head.context_window=4']),
+        ('whole', ['--context-window', 'whole']),
+        ('whole', ['--cfg-options', 'model.decode_head.context_window=whole']),
+    ]
+    for window, option in options:
+        out = tmp_path / f'{option[0].strip("-")}-{window}'
         result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, *option)
         assert result.returncode == 0, result.stderr
         with rasterio.open(out / 'class_map.tif') as dataset:
-            np.testing.assert_array_equal(dataset.read(1), expected)
-    for bad, message in ((['0'], 'context_window must be None'),
+            np.testing.assert_array_equal(dataset.read(1), expected[window])
+    for bad, message in ((['0'], "context_window must be None or 'whole'"),
+                         (['all'], "context_window must be None or 'whole'"),
                          (['4', '4', '4'], '--context-window takes one or two sizes')):
         out = tmp_path / 'bad'
         result = run_tool_main(tool, source, CONFIG, checkpoint, '--out', out, '--context-window',

@@ -60,13 +60,13 @@ import os.path as osp
 import sys
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.config import DictAction
 
-from mmlinear.apis import (BUFFERS, BandPlan, detect_large_image, load_config, open_image,
-                           plan_large_image, segment_large_image)
+from mmlinear.apis import (BUFFERS, WHOLE_MAP, BandPlan, detect_large_image, load_config,
+                           open_image, plan_large_image, segment_large_image)
 from mmlinear.apis.batch_run import BatchResult, run_batch
 from mmlinear.apis.detection_files import coco_detections, geojson_detections
 from mmlinear.apis.image_batch import collect_inputs, is_batch
@@ -142,13 +142,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--device', help='default: cuda:<LOCAL_RANK> where CUDA is available, else cpu')
     parser.add_argument(
         '--context-window',
-        type=int,
         nargs='+',
         metavar='CELLS',
         help="segmentation: the window (rows [columns]) of UPerHead's pyramid pooling around "
         'each position, in cells of its top input level (the training crop over its stride, '
-        'e.g. 8 for the demo UperNet); default: the head\'s own (the whole image for '
-        "mmseg's UPerHead)")
+        "e.g. 8 for the demo UperNet), or 'whole' for the whole image (exact global "
+        "context); default: the head's own (8 in the demo InfViT UperNet's config, the whole "
+        "image for mmseg's UPerHead)")
     parser.add_argument(
         '--cfg-options', nargs='+', action=DictAction, help='override config settings')
     return parser.parse_args(argv)
@@ -176,11 +176,16 @@ def write_json(path: str, data: Any) -> None:
     write_file_atomic(path, json.dumps(data).encode())
 
 
-def context_window(args: argparse.Namespace) -> Optional[Tuple[int, ...]]:
-    """``--context-window`` as segment_large_image takes it: one side for both, or (rows,
-    columns)."""
+def context_window(args: argparse.Namespace) -> Union[None, str, int, Tuple[int, ...]]:
+    """``--context-window`` as segment_large_image takes it: 'whole', one side for both, or
+    (rows, columns); None when not given (the head's own)."""
     window = args.context_window
-    return None if window is None else tuple(window) if len(window) > 1 else window[0]
+    if window is None:
+        return None
+    if window == [WHOLE_MAP]:
+        return WHOLE_MAP
+    sides = tuple(int(side) if side.isdigit() else side for side in window)
+    return sides if len(sides) > 1 else sides[0]
 
 
 def plan_image_bands(args: argparse.Namespace, model: torch.nn.Module, image: Any,
@@ -367,8 +372,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                  f'nor a two-stage detector config (no roi_head); large images are segmented '
                  f'with an mmseg UperNet or detected with an mmdet Mask R-CNN')
     if args.context_window and (task != 'segmentation' or len(args.context_window) > 2):
-        sys.exit(f'--context-window takes one or two sizes (rows [columns]) and a segmentor '
-                 f'config; got {args.context_window} with a {task} config')
+        sys.exit(f'--context-window takes one or two sizes (rows [columns]) or {WHOLE_MAP!r}, '
+                 f'and a segmentor config; got {args.context_window} with a {task} config')
     batch = is_batch(args.images)
     if not batch and args.launcher != 'none':
         sys.exit(f'--launcher {args.launcher} shares the images of a run of several between '

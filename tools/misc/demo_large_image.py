@@ -137,12 +137,17 @@ def render_rows(image: RasterImage, rows: slice, step: int, scale: float) -> np.
     return np.concatenate(parts)
 
 
-def picture_titles(runs: Dict[str, Dict], height: int, width: int, crop_size: Sequence[int],
-                   stride: Sequence[int]) -> Dict[str, str]:
+def picture_titles(runs: Dict[str, Dict],
+                   height: int,
+                   width: int,
+                   crop_size: Sequence[int],
+                   stride: Sequence[int],
+                   context_window: Optional[Sequence[int]] = None) -> Dict[str, str]:
     """The picture's column titles: the input, the ground truth, and each run with its mIoU,
-    time and peak memory."""
+    time and peak memory (whole: with the pyramid pooling's window, when it has one)."""
+    window = f', window {context_window[0]}x{context_window[1]}' if context_window else ''
     modes = dict(
-        whole='whole (streamed)',
+        whole=f'whole (streamed{window})',
         slide=f'slide {crop_size[0]}x{crop_size[1]}, stride {stride[0]}x{stride[1]}')
     titles = {'input': f'input (channels 1-3)\n{height} x {width}', 'labels': 'ground truth\n'}
     for name, r in runs.items():
@@ -241,7 +246,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             f'mIoU {runs[name]["mIoU"]:.2f}',
             flush=True)
     labels_map = labels[0:height][..., 0]
-    titles = picture_titles(runs, height, width, args.crop_size, args.stride)
+    # The head's pyramid pooling window (cells of its top level), None for the whole map.
+    context_window = getattr(model.decode_head, 'context_window', None)
+    titles = picture_titles(runs, height, width, args.crop_size, args.stride, context_window)
     picture = osp.join(out, 'comparison.png')
     draw_comparison(picture, image, dict(labels=labels_map, **maps),
                     np.asarray(cfg.palette, np.uint8), titles, args.zoom)
@@ -253,6 +260,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         model_channels=list(BGR_CHANNELS),
         config=args.config,
         cfg_options=args.cfg_options or {},
+        context_window=list(context_window) if context_window else None,
         checkpoint=args.checkpoint,
         classes=list(cfg.classes),
         crop_size=list(args.crop_size),

@@ -25,11 +25,11 @@ class ContextWindowUPerHead(UPerHead):
     with. Same modules and checkpoint keys as ``UPerHead``; the default (None) is UPerHead.
 
     Args:
-        context_window (None | int | tuple[int, int]): None (default): the whole map, as
-            UPerHead. Otherwise the window's (rows, columns), or one side for both, in cells
-            of the top input level (for the training context: the crop size over that
-            level's stride, e.g. 128 px / 16 = 8). A window at least the map's size is the
-            whole map. Settable on a built head too.
+        context_window (None | str | int | tuple[int, int]): None (default) or 'whole': the
+            whole map, as UPerHead. Otherwise the window's (rows, columns), or one side for
+            both, in cells of the top input level (for the training context: the crop size
+            over that level's stride, e.g. 128 px / 16 = 8). A window at least the map's size
+            is the whole map. Settable on a built head too.
         **kwargs: ``pool_scales`` and the rest of mmseg's ``UPerHead``.
     """
 
@@ -74,8 +74,9 @@ def context_window_of(head: nn.Module,
 
     Args:
         head (nn.Module): The decode head.
-        context_window (None | int | tuple[int, int]): An explicit window, overriding the
-            head's.
+        context_window (None | str | int | tuple[int, int]): An explicit window overriding
+            the head's: 'whole' for the whole map, or the window's sides; None takes the
+            head's own.
 
     Returns:
         tuple[int, int] | None: (rows, columns) in cells of the head's top input level.

@@ -11,8 +11,11 @@ from mmlinear.utils.precision import autocast_disabled
 
 #: (start, stop) rows of a map.
 Span = Tuple[int, int]
-#: A context window as configured: None (the whole map), one side, or (rows, columns).
-ContextWindow = Optional[Union[int, Sequence[int]]]
+#: The value that asks for the whole map by name: it overrides a head's own window where None
+#: means "the head's own" (``segment_large_image``, ``--context-window``).
+WHOLE_MAP = 'whole'
+#: A context window as configured: None or 'whole' (the whole map), one side, or (rows, columns).
+ContextWindow = Optional[Union[str, int, Sequence[int]]]
 
 
 def check_context_window(window: ContextWindow) -> Optional[Tuple[int, int]]:
@@ -20,20 +23,21 @@ def check_context_window(window: ContextWindow) -> Optional[Tuple[int, int]]:
     allowed values for anything else.
 
     Args:
-        window (None | int | Sequence[int]): None, a positive side, or a pair of positive
-            sides, in cells of the pyramid pooling's input map.
+        window (None | str | int | Sequence[int]): None or 'whole' (the whole map), a
+            positive side, or a pair of positive sides, in cells of the pyramid pooling's
+            input map.
 
     Returns:
         tuple[int, int] | None: (rows, columns) of the window, or None.
     """
-    if window is None:
+    if window is None or window == WHOLE_MAP:
         return None
     sides = (window, window) if isinstance(window, int) else window
     if (not isinstance(sides, (tuple, list)) or len(sides) != 2
             or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sides)):
-        raise ValueError(f'context_window must be None (the whole map), a positive int or a '
-                         f'pair (rows, columns) of positive ints, in cells of the pyramid '
-                         f'pooling\'s input map; got {window!r}')
+        raise ValueError(f'context_window must be None or {WHOLE_MAP!r} (the whole map), a '
+                         f'positive int or a pair (rows, columns) of positive ints, in cells of '
+                         f'the pyramid pooling\'s input map; got {window!r}')
     return int(sides[0]), int(sides[1])
 
 

@@ -78,9 +78,10 @@ def test_window_of_a_tile_gives_the_tile_alone_where_they_align():
         torch.testing.assert_close(out[:, :, 20:, 12:], tile_last[:, :, 4:, 4:])
 
 
-@pytest.mark.parametrize('window', [None, (13, 11), (20, 40), 64])
+@pytest.mark.parametrize('window', [None, 'whole', (13, 11), (20, 40), 64])
 def test_window_holding_the_map_is_uperhead(window):
-    """None, or a window at least the map: exactly mmseg's UPerHead (the same weights)."""
+    """None or 'whole', or a window at least the map: exactly mmseg's UPerHead (the same
+    weights)."""
     head = window_head(window)
     torch.manual_seed(0)
     plain = randomised(UPerHead(**HEAD))
@@ -114,9 +115,10 @@ def test_built_from_a_config_with_uperhead_keys():
     assert set(head.state_dict()) == set(UPerHead(**HEAD).state_dict())
 
 
-@pytest.mark.parametrize('bad', [0, -3, (8, 0), (8, ), (8, 8, 8), 'whole', 2.5, True, (8, None)])
+@pytest.mark.parametrize('bad',
+                         [0, -3, (8, 0), (8, ), (8, 8, 8), 'all', 'Whole', 2.5, True, (8, None)])
 def test_bad_windows_are_refused_naming_the_allowed_values(bad):
-    with pytest.raises(ValueError, match='context_window must be None .* positive int'):
+    with pytest.raises(ValueError, match="context_window must be None or 'whole' .* positive int"):
         window_head(bad)
     head = window_head()
     with pytest.raises(ValueError, match='context_window must be None'):

@@ -48,7 +48,8 @@ def test_configs_exist():
 
 
 @pytest.mark.parametrize(
-    'variant', ('pure', 'softmax', 'none', 'elu-linear', 'performer', 'linformer', 'nystromformer'))
+    'variant',
+    ('pure', 'softmax', 'none', 'elu-linear', 'performer', 'linformer', 'nystromformer', 'agent'))
 def test_demo_attention_variants_differ_from_the_linear_demo_in_attn_type_only(variant):
     """The attention-quality and efficient-attention comparisons train every attention type
     under the Linear demo's recipe (the baselines add their own options)."""

@@ -47,7 +47,7 @@ CASES = [
      r'active_cores must be one of \(8, 16, 24, 32, 40, 48, 56, 64\).*got 72'),
     ('unknown attn_type', lambda: infvit(attn_type='flash'), ValueError,
      r"unknown attn_type 'flash'; allowed: 'softmax', 'pure', 'linear', 'none', "
-     r"'elu_linear', 'performer', 'linformer', 'nystromformer'"),
+     r"'elu_linear', 'performer', 'linformer', 'nystromformer', 'agent'"),
     ('unknown out_type', lambda: weightformer(out_type='cls_token'), ValueError,
      r"unknown out_type 'cls_token'; allowed: 'featmap', 'avg_featmap'"),
     ('frozen_stages out of range', lambda: infvit(frozen_stages=9), ValueError,

@@ -9,7 +9,7 @@ tool = load_tool('benchmark_relation')
 
 
 def test_baselines_train_and_are_reported_beside_the_control(tiny_data, tmp_path):
-    variants = ['none', 'performer', 'nystromformer']
+    variants = ['none', 'performer', 'nystromformer', 'agent']
     result = run_tool_main(tool, '--data', osp.join(tiny_data, 'relation'), '--out', tmp_path,
                            '--variants', *variants, '--epochs', '1', '--batch-size', '16')
     assert result.returncode == 0, result.stderr
@@ -19,7 +19,7 @@ def test_baselines_train_and_are_reported_beside_the_control(tiny_data, tmp_path
     for curve in results['curves'].values():
         assert len(curve) == 1 and 0 <= curve[0] <= 1
     assert osp.isfile(tmp_path / 'curves.png')
-    for name in ('none (no mixing)', 'performer', 'nystromformer'):
+    for name in ('none (no mixing)', 'performer', 'nystromformer', 'agent'):
         assert name in result.stdout
 
 

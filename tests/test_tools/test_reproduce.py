@@ -58,7 +58,7 @@ def test_no_two_commands_of_a_scale_share_a_work_folder(scale):
     folders = [
         reproduce.work_folder(c) for c in EXPERIMENTS['infsa-efficient-attention']['paper_scale']
     ]
-    assert len(set(folders)) == 4
+    assert len(set(folders)) == 5
     assert 'work_dirs/infvit-4l-linear_16xb64_in1k' not in folders
 
 

@@ -7,7 +7,8 @@ learns it. Every variant gets the same body ('infvit-demo', patch 8,
 mean-pooled patch tokens, a linear head), data, schedule and seed; only ``attn_type`` differs.
 Besides the InfSA variants and the control (the default), ``--variants`` takes the
 efficient-attention baselines of the InfSA paper's comparison ('elu_linear', 'performer',
-'linformer', 'nystromformer'), with the options of their demo classifiers in configs/demo.
+'linformer', 'nystromformer', 'agent'), with the options of their demo classifiers in
+configs/demo.
 
 Prints the accuracies side by side, and writes ``results.json`` and ``curves.png`` (validation
 accuracy per epoch) to ``--out``.
@@ -35,8 +36,13 @@ from mmlinear.models.layers import ATTN_TYPES
 CLASSES = ('same', 'different')
 VARIANTS = ('none', 'linear', 'pure', 'softmax')
 #: The baselines' options, as in their demo classifiers (configs/demo/infvit-demo-*_shapes-cls.py):
-#: the 65 tokens of a 64 x 64 image projected to 16 (Linformer), or 16 landmarks (Nystromformer).
-MIXER_CFGS = {'linformer': dict(proj_len=16), 'nystromformer': dict(num_landmarks=16)}
+#: the 65 tokens of a 64 x 64 image projected to 16 (Linformer), 16 landmarks (Nystromformer) or
+#: 16 agents (Agent Attention).
+MIXER_CFGS = {
+    'linformer': dict(proj_len=16),
+    'nystromformer': dict(num_landmarks=16),
+    'agent': dict(num_agents=16)
+}
 
 
 def load_split(root: str, split: str) -> Tuple[Tensor, Tensor]:

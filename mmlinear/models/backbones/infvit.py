@@ -41,8 +41,8 @@ class InfViT(BasePlainBackbone):
             ``num_heads`` and ``feedforward_channels``. Defaults to 'infvit-4l'.
         attn_type (str): 'linear', 'pure', 'softmax', 'none' (no token mixing, an
             ablation control) or an efficient-attention baseline of the InfSA paper's
-            comparison: 'elu_linear', 'performer', 'linformer' or 'nystromformer'.
-            Defaults to 'linear'.
+            comparison: 'elu_linear', 'performer', 'linformer', 'nystromformer' or
+            'agent'. Defaults to 'linear'.
         img_size (int | tuple[int, int]): Size the position table is made for.
             Defaults to 224.
         patch_size (int): Patch side. Defaults to 16.

@@ -32,8 +32,9 @@ class InfSAAttention(nn.Module):
       without projections.
     - The efficient-attention baselines of the InfSA paper's comparison, in the same body:
       ``'elu_linear'`` (Katharopoulos et al., 2020), ``'performer'`` (FAVOR+),
-      ``'linformer'`` and ``'nystromformer'``. They run in float32 (float64 for float64)
-      under autocast, and take no attention dropout.
+      ``'linformer'``, ``'nystromformer'`` and ``'agent'`` (Agent Attention, Han et al.,
+      2024). They run in float32 (float64 for float64) under autocast, and take no
+      attention dropout.
 
     Separate q/k/v/out projections keep timm / torchvision / mmpretrain ViT weights loadable
     (the official converter splits a packed in-projection the same way). rho exists for the
@@ -57,7 +58,8 @@ class InfSAAttention(nn.Module):
         mixer_cfg (dict, optional): Options of an efficient-attention baseline, e.g.
             ``dict(num_features=64)`` for 'performer', ``dict(max_tokens=197, proj_len=64)``
             for 'linformer' (``max_tokens`` is required there), ``dict(num_landmarks=32)``
-            for 'nystromformer'. Only those types take it. Defaults to None.
+            for 'nystromformer', ``dict(num_agents=16)`` for 'agent'. Only those types take
+            it. Defaults to None.
     """
 
     def __init__(self,

@@ -255,7 +255,8 @@ def test_bfloat16_model_streams_through_a_disk_buffer(tmp_path):
 @pytest.mark.parametrize('attn_type,reason', [('pure', 'no fixed-size summary'),
                                               ('softmax', 'no fixed-size summary'),
                                               ('performer', 'baseline without a streamed path'),
-                                              ('nystromformer', 'baseline without')])
+                                              ('nystromformer', 'baseline without'),
+                                              ('agent', 'baseline without')])
 def test_attention_without_a_streamed_path_is_refused(attn_type, reason):
     model = infvit(attn_type=attn_type)
     with pytest.raises(

@@ -57,6 +57,9 @@ def test_interactions_per_layer_are_the_mixers():
     assert model.attention_interactions((1, 3, 64, 64)) == [2 * 17 * 8 + 64] * 2
     assert InfViT(
         arch='test', attn_type="performer").attention_interactions((1, 3, 64, 64)) == [0, 0]
+    # 4 agents: the 17 x 4 broadcast and 4 x 17 aggregation kernels.
+    agent = InfViT(arch='test', attn_type='agent', mixer_cfg=dict(num_agents=4))
+    assert agent.attention_interactions((1, 3, 64, 64)) == [2 * 17 * 4] * 2
 
 
 def short_training(task: str, attn_type: str, data_root: str, work_dir: str) -> Runner:

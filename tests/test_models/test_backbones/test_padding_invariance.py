@@ -14,8 +14,9 @@ BACKBONES = {
     'infvit-linear': lambda: InfViT(arch='test', attn_type='linear', out_type='featmap'),
     'infvit-pure': lambda: InfViT(arch='test', attn_type='pure', out_type='featmap'),
     'infvit-softmax': lambda: InfViT(arch='test', attn_type='softmax', out_type='featmap'),
-    # The feature-map baselines leave padded keys out of their sums; Linformer's projection
-    # and Nystromformer's landmarks mix positions, so padding moves their outputs.
+    # The feature-map baselines leave padded keys out of their sums; Linformer's projection,
+    # Nystromformer's landmarks and Agent Attention's agents mix positions, so padding moves
+    # their outputs.
     'infvit-elu-linear': lambda: InfViT(arch='test', attn_type='elu_linear', out_type='featmap'),
     'infvit-performer': lambda: InfViT(arch='test', attn_type='performer', out_type='featmap'),
     'weightformer': lambda: WeightFormer(arch=WFM_TINY, out_type='featmap'),

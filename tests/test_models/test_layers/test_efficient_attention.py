@@ -1,5 +1,6 @@
 """The efficient-attention baselines (ELU+1 linear attention, Performer, Linformer,
-Nystromformer), each against its paper's formula written out here, in float64."""
+Nystromformer, Agent Attention), each against its paper's formula written out here, in
+float64."""
 import math
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from mmlinear.models.layers import InfSAAttention
-from mmlinear.models.layers.mixers import (EFFICIENT_ATTENTIONS, EluLinearAttention,
+from mmlinear.models.layers.mixers import (EFFICIENT_ATTENTIONS, AgentAttention, EluLinearAttention,
                                            LinformerAttention, NystromAttention, PerformerAttention,
                                            iterative_pinv, orthogonal_gaussian_features)
 
@@ -149,11 +150,77 @@ def test_iterative_pinv_converges_to_the_pseudo_inverse():
     torch.testing.assert_close(iterative_pinv(a.softmax(-1), 40), torch.linalg.pinv(a.softmax(-1)))
 
 
+def segment_means(x, n):
+    """(T, d) -> (n, d): the mean of tokens floor(i T / n) to ceil((i + 1) T / n) - 1 for
+    the i-th of n segments (equal segments of T / n when n divides T)."""
+    T = x.shape[0]
+    return torch.stack(
+        [x[math.floor(i * T / n):math.ceil((i + 1) * T / n)].mean(0) for i in range(n)])
+
+
+def agent_attention(q, k, v, n, key_padding_mask=None):
+    """Agent Attention (Eq. 3) for one (T, d) head written out: the agents are segment means
+    of the queries (padded ones zeroed), the aggregation softmax skips padded keys."""
+    valid = torch.ones(q.shape[0], dtype=torch.bool)
+    if key_padding_mask is not None:
+        valid = ~key_padding_mask
+    agents = segment_means(q * valid[:, None], n)
+    logits = agents @ k.T / math.sqrt(q.shape[-1])
+    aggregation = torch.zeros_like(logits)
+    aggregation[:, valid] = logits[:, valid].softmax(-1)
+    agent_values = aggregation @ v
+    broadcast = (q @ agents.T / math.sqrt(q.shape[-1])).softmax(-1)
+    return broadcast @ agent_values
+
+
+@pytest.mark.parametrize('num_agents', [4, 5])  # 12 tokens: equal segments, then 2 or 3 long
+@pytest.mark.parametrize('padded', [False, True])
+def test_agent_attention_is_eq_3_with_segment_mean_agents(num_agents, padded):
+    layer = AgentAttention(D, num_agents=num_agents)
+    q, k, v = qkv()
+    mask = None
+    if padded:  # the second sample's last 5 tokens are padding
+        mask = torch.zeros(B, T, dtype=torch.bool)
+        mask[1, T - 5:] = True
+    expected = torch.empty_like(q)
+    for b in range(B):
+        for h in range(H):
+            expected[b, h] = agent_attention(q[b, h], k[b, h], v[b, h], num_agents,
+                                             None if mask is None else mask[b])
+    out, weights = layer(q, k, v, mask, need_weights=True)
+    torch.testing.assert_close(out, expected)
+    assert weights.shape == (B, H, T, T)
+    torch.testing.assert_close(weights @ v, out)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T, dtype=torch.float64))
+    if padded:
+        assert (weights[1, :, :, T - 5:] == 0).all()
+    assert layer.interactions(T) == 2 * T * num_agents
+
+
+def test_agent_attention_defaults_to_the_papers_49_agents_and_refuses_none():
+    assert AgentAttention(D).num_agents == 49
+    assert AgentAttention(D).interactions(197) == 2 * 197 * 49
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match=f'num_agents must be >= 1, got {bad}'):
+            AgentAttention(D, num_agents=bad)
+    with pytest.raises(ValueError, match='num_agents must be >= 1, got 0'):
+        InfSAAttention(16, 2, attn_type='agent', mixer_cfg=dict(num_agents=0))
+
+
+def test_agent_attention_with_more_agents_than_tokens_runs_the_same_formula():
+    q, k, v = qkv(num_tokens=5)
+    out, weights = AgentAttention(D, num_agents=7)(q, k, v, need_weights=True)
+    torch.testing.assert_close(out[1, 2], agent_attention(q[1, 2], k[1, 2], v[1, 2], 7))
+    torch.testing.assert_close(weights @ v, out)
+
+
 def make_layer(attn_type, **kwargs):
     torch.manual_seed(0)
     mixer_cfg = dict(max_tokens=16) if attn_type == 'linformer' else None
     if attn_type == 'nystromformer':
         mixer_cfg = dict(num_landmarks=3)
+    if attn_type == 'agent':
+        mixer_cfg = dict(num_agents=3)
     return InfSAAttention(16, 2, attn_type=attn_type, mixer_cfg=mixer_cfg, **kwargs).double()
 
 
@@ -214,7 +281,7 @@ def test_bad_options_name_the_allowed_ones():
     with pytest.raises(
             ValueError,
             match="mixer_cfg configures an efficient-attention baseline "
-            r"\('elu_linear', 'performer', 'linformer', 'nystromformer'\), not "
+            r"\('elu_linear', 'performer', 'linformer', 'nystromformer', 'agent'\), not "
             "'softmax'"):
         InfSAAttention(16, 2, attn_type='softmax', mixer_cfg=dict(num_features=3))
     with pytest.raises(ValueError, match="'nystromformer' attention takes no attention dropout"):

@@ -4,6 +4,7 @@ no-mixing control and the efficient-attention baselines of the InfSA paper's com
 import inspect
 from typing import Dict, List, Tuple, Type
 
+from .agent_attention import AgentAttention
 from .efficient_attention import EfficientAttention
 from .elu_linear_attention import EluLinearAttention
 from .infsa_mixer import InfSAMixer
@@ -28,6 +29,7 @@ MIXERS: Dict[str, Type[TokenMixer]] = {
     'performer': PerformerAttention,
     'linformer': LinformerAttention,
     'nystromformer': NystromAttention,
+    'agent': AgentAttention,
 }
 #: The efficient-attention baselines among them (options through ``mixer_cfg``, no
 #: attention dropout).
@@ -75,8 +77,8 @@ def build_mixer(attn_type: str, head_dims: int, **options) -> TokenMixer:
 
 
 __all__ = [
-    'EFFICIENT_ATTENTIONS', 'MIXERS', 'EfficientAttention', 'EluLinearAttention', 'InfSAMixer',
-    'LinearInfSAAttention', 'LinformerAttention', 'NoMixing', 'NystromAttention',
+    'EFFICIENT_ATTENTIONS', 'MIXERS', 'AgentAttention', 'EfficientAttention', 'EluLinearAttention',
+    'InfSAMixer', 'LinearInfSAAttention', 'LinformerAttention', 'NoMixing', 'NystromAttention',
     'PerformerAttention', 'PureInfSAAttention', 'SoftmaxAttention', 'TokenMixer', 'Values',
     'build_mixer', 'iterative_pinv', 'kernel_attention', 'merge_heads', 'mixer_options',
     'orthogonal_gaussian_features', 'project_pooled_inputs', 'split_heads'

@@ -11,8 +11,8 @@ from .values import Values
 
 class EfficientAttention(TokenMixer):
     """A baseline of the InfSA paper's comparison (ELU + 1, Performer, Linformer,
-    Nystromformer): a :class:`TokenMixer` whose weights, when asked for, are the (B, H, T, S)
-    matrix its approximation multiplies V with.
+    Nystromformer, Agent Attention): a :class:`TokenMixer` whose weights, when asked for,
+    are the (B, H, T, S) matrix its approximation multiplies V with.
 
     The baselines take options of their own (``mixer_cfg`` of the layer) and no attention
     dropout.

@@ -1,11 +1,10 @@
 """Agent Attention (Han et al., 2024)."""
 from typing import Optional, Tuple
 
-import torch.nn.functional as F
 from torch import Tensor
 
 from .efficient_attention import EfficientAttention
-from .token_mixer import key_softmax, zero_padded_tokens
+from .token_mixer import key_softmax, segment_means, zero_padded_tokens
 
 
 class AgentAttention(EfficientAttention):
@@ -55,9 +54,7 @@ class AgentAttention(EfficientAttention):
         Returns:
             Tensor: (B, H, n, d) agents.
         """
-        B, H, T, d = q.shape
-        pooled = F.adaptive_avg_pool1d(q.reshape(B * H, T, d).transpose(1, 2), self.num_agents)
-        return pooled.transpose(1, 2).reshape(B, H, self.num_agents, d)
+        return segment_means(q, self.num_agents)
 
     def forward(self,
                 q: Tensor,

@@ -2,11 +2,10 @@
 from typing import Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .efficient_attention import EfficientAttention
-from .token_mixer import key_softmax, zero_padded_tokens
+from .token_mixer import key_softmax, segment_means, zero_padded_tokens
 
 
 def iterative_pinv(matrix: Tensor, num_iterations: int) -> Tensor:
@@ -75,9 +74,7 @@ class NystromAttention(EfficientAttention):
 
     def landmarks(self, x: Tensor) -> Tensor:
         """(B, H, T, d) -> (B, H, m, d): the means of m contiguous segments of the tokens."""
-        B, H, T, d = x.shape
-        pooled = F.adaptive_avg_pool1d(x.reshape(B * H, T, d).transpose(1, 2), self.num_landmarks)
-        return pooled.transpose(1, 2).reshape(B, H, self.num_landmarks, d)
+        return segment_means(x, self.num_landmarks)
 
     def forward(self,
                 q: Tensor,

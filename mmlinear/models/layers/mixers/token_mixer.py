@@ -1,6 +1,7 @@
 """The interface every token mixer of :class:`InfSAAttention` implements."""
 from typing import ClassVar, Optional, Tuple
 
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .values import Values
@@ -17,6 +18,23 @@ def zero_padded_tokens(x: Tensor, key_padding_mask: Optional[Tensor]) -> Tensor:
     if key_padding_mask is None:
         return x
     return x.masked_fill(key_padding_mask[:, None, :, None], 0.)
+
+
+def segment_means(x: Tensor, num_segments: int) -> Tensor:
+    """The means of ``num_segments`` contiguous segments of the tokens, as
+    ``adaptive_avg_pool1d`` cuts them (lengths floor or ceil of T / n): Nystromformer's
+    landmarks and Agent Attention's agents.
+
+    Args:
+        x (Tensor): (B, H, T, d) per-token features.
+        num_segments (int): n.
+
+    Returns:
+        Tensor: (B, H, n, d).
+    """
+    B, H, T, d = x.shape
+    pooled = F.adaptive_avg_pool1d(x.reshape(B * H, T, d).transpose(1, 2), num_segments)
+    return pooled.transpose(1, 2).reshape(B, H, num_segments, d)
 
 
 def key_softmax(logits: Tensor, key_padding_mask: Optional[Tensor]) -> Tensor:

@@ -287,6 +287,30 @@ def _probe_sizes(traced: Dict[str, int]) -> List[Dict[str, int]]:
     } for scale, offset in ((1, 0), (1, 1), (2, 3), (3, 5), (5, 1))]
 
 
+def check_size_independent_modules(model: nn.Module) -> None:
+    """Refuse a dynamic graph of a model whose modules choose their computation by the input's
+    size in a way the exporter cannot keep.
+
+    ``ContextWindowUPerHead`` with a window pools the whole map where the map fits in the
+    window and windows of it where it does not: the traced graph would keep the branch of the
+    traced size (its condition is an inequality, which the graph does not check) and compute
+    the other sizes' values wrongly.
+
+    Raises:
+        ExportError: Naming the modules and the two ways that export them.
+    """
+    windowed = [(name, module.context_window) for name, module in model.named_modules()
+                if getattr(module, 'context_window', None) is not None]
+    if windowed:
+        where = ', '.join(f'{name or "the model"} (context_window={window})'
+                          for name, window in windowed)
+        raise ExportError(f'{where} pools a window of the map or the whole map by the input\'s '
+                          f'size, which a dynamic graph cannot hold: export without '
+                          f'--dynamic-shape (a graph for one size, the windows included), or '
+                          f'with the whole map\'s pooling at every size (--cfg-options '
+                          f'model.decode_head.context_window=whole)')
+
+
 def check_size_specialisation(program: torch.export.ExportedProgram, shape: Tuple[int,
                                                                                   int]) -> None:
     """Refuse a dynamic graph that holds only at some sizes.
@@ -365,9 +389,12 @@ def export_onnx(model: nn.Module,
 
     Raises:
         ExportError: If the opset is not supported, or a dynamic graph would hold only at
-            some sizes.
+            some sizes (:func:`check_size_independent_modules`,
+            :func:`check_size_specialisation`).
     """
     check_opset(opset)
+    if dynamic:
+        check_size_independent_modules(model)
     inputs = (torch.randn(2 if dynamic else 1, 3, *shape), )
     dynamic_shapes = ({axis: torch.export.Dim.AUTO for axis in DYNAMIC_AXES}, ) if dynamic \
         else None

@@ -24,6 +24,7 @@ SHALLOW_ARCH = {
     'weightformer': dict(embed_dims=96, num_layers=2, feedforward_channels=384),
     'veca': dict(embed_dims=96, num_layers=2, num_heads=2, feedforward_channels=256),
 }
+WHOLE_MAP_POOLING = {'model.decode_head.context_window': 'whole'}
 # (config, backbone, overrides, traced (H, W), unseen (B, H, W) sizes). The unseen sizes
 # include the position table's own grid (InfViT), other aspect ratios and, for the pooling
 # bins of WeightFormer and UperNet, other residues of the token grid. One InfViT graph is
@@ -41,13 +42,15 @@ CASES = {
     'veca-cls': ('veca-demo_shapes-cls.py', 'veca', {
         'model.backbone.active_cores': 16
     }, (40, 56), [(1, 64, 64), (3, 72, 36)]),
-    'infvit-upernet': ('upernet_infvit-demo-linear_shapes-ade.py', 'infvit', {}, (96, 80),
-                       [(1, 128, 128), (2, 72, 112)]),
-    'weightformer-upernet':
-    ('upernet_weightformer-demo_shapes-ade.py', 'weightformer', {}, (96, 80), [(1, 128, 128),
-                                                                               (2, 72, 112)]),
-    'veca-upernet': ('upernet_veca-demo_shapes-ade.py', 'veca', {}, (96, 80), [(1, 128, 128),
-                                                                               (2, 72, 112)]),
+    # The demo UperNets pool their pyramid over windows, which a dynamic graph cannot hold
+    # (test_a_windowed_head_exports_at_one_size_only): these graphs pool the whole map.
+    'infvit-upernet': ('upernet_infvit-demo-linear_shapes-ade.py', 'infvit', WHOLE_MAP_POOLING,
+                       (96, 80), [(1, 128, 128), (2, 72, 112)]),
+    'weightformer-upernet': ('upernet_weightformer-demo_shapes-ade.py', 'weightformer',
+                             WHOLE_MAP_POOLING, (96, 80), [(1, 128, 128), (2, 72, 112)]),
+    'veca-upernet':
+    ('upernet_veca-demo_shapes-ade.py', 'veca', WHOLE_MAP_POOLING, (96, 80), [(1, 128, 128),
+                                                                              (2, 72, 112)]),
     'infvit-mask-rcnn': ('mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py', 'infvit', {},
                          (96, 128), [(1, 128, 128), (2, 160, 64)]),
 }
@@ -119,6 +122,31 @@ def test_a_graph_that_holds_at_one_size_only_is_refused(tmp_path):
     assert not (tmp_path / 'x.onnx').exists()
     export_onnx(SkipsResizeAtItsGrid(), str(tmp_path / 'x.onnx'), (12, 8), ['out'], dynamic=True)
     assert (tmp_path / 'x.onnx').exists()
+
+
+def test_a_windowed_head_exports_at_one_size_only(tmp_path):
+    """The demo UperNet's pyramid pooling over windows of 8 cells: a dynamic graph is refused
+    naming the two ways out; a static graph at 256 x 256 (a 16 x 16 top level, so windows
+    smaller than the map) reproduces PyTorch's windowed logits."""
+    cfg = demo_config('upernet_infvit-demo-linear_shapes-ade.py', 'infvit')
+    torch.manual_seed(0)
+    model = build_export_model(cfg)
+    assert model.model.decode_head.context_window == (8, 8)
+    onnx_file = tmp_path / 'upernet.onnx'
+    with pytest.raises(
+            ExportError,
+            match=r'decode_head \(context_window=\(8, 8\)\).*without '
+            r'--dynamic-shape.*context_window=whole'):
+        export_onnx(model, str(onnx_file), (256, 256), ['seg_logits'], dynamic=True)
+    assert not onnx_file.exists()
+    export_onnx(model, str(onnx_file), (256, 256), ['seg_logits'])
+    inputs = torch.randn(1, 3, 256, 256)
+    assert compare_with_onnxruntime(model, str(onnx_file), inputs) < 1e-4
+    with torch.no_grad():
+        windowed = model(inputs)
+        model.model.decode_head.context_window = 'whole'
+        whole_map = model(inputs)
+    assert (windowed - whole_map).abs().max() > 1e-3  # the graph holds the windows
 
 
 def test_static_graph_takes_the_traced_size(tmp_path):

@@ -61,9 +61,14 @@ def window_starts(positions: Tensor, length: int, window: int) -> Tensor:
 
 
 def window_span(span: Span, length: int, window: int) -> Span:
-    """The rows that the windows of the positions ``span`` cover together."""
-    ends = window_starts(torch.tensor([span[0], span[1] - 1]), length, window)
-    return int(ends[0]), int(ends[1]) + min(window, length)
+    """The rows that the windows of the positions ``span`` cover together (:func:`window_starts`
+    in plain integers, so that a traced graph holds no data-dependent size)."""
+    window = min(window, length)
+
+    def start(position: int) -> int:
+        return min(max(position - (window - 1) // 2, 0), length - window)
+
+    return start(span[0]), start(span[1] - 1) + window
 
 
 class WindowBins(NamedTuple):
@@ -167,9 +172,9 @@ def windowed_pyramid_pooling(branches: nn.ModuleList, band: Tensor, band_start: 
             r0 = (row_bins.lows[k] - band_start).to(band.device)
             r1 = (row_bins.highs[k] - band_start).to(band.device)
             for m in range(len(col_bins.weights)):
+                # A pair of bins that no position interpolates has weight 0 everywhere and
+                # adds exactly 0; it is not skipped, which would depend on the data.
                 weight = row_bins.weights[k][:, None] * col_bins.weights[m][None]
-                if not weight.any():  # one bin only along an axis (one pooled cell)
-                    continue
                 c0, c1 = col_bins.lows[m].to(band.device), col_bins.highs[m].to(band.device)
                 top, bottom = sums[:, :, r0], sums[:, :, r1]
                 box = bottom[..., c1] - top[..., c1] - bottom[..., c0] + top[..., c0]

@@ -4,8 +4,9 @@ the test of whether an input's outputs are complete.
 ``manifest.jsonl`` in the run's output folder holds a record per input, in the order of the
 inputs: ``input``, ``output`` (its folder), ``status`` (``'done'``; ``'skipped'``: complete
 from an earlier run; ``'failed'``; ``'pending'``: not reached before a signal stopped the
-run), ``seconds``, ``peak_memory_gb`` (the process's resident-set peak, or the GPU's
-allocation peak, while the input ran), ``predicted_peak_gb``, ``outputs``, ``error`` and
+run), ``seconds``, ``peak_memory_gb`` (the input's resident-set peak, or the GPU's
+allocation peak, above what the process held before it: what ``predicted_peak_gb``
+predicts), ``predicted_peak_gb``, ``outputs``, ``error`` and
 ``rank`` (the process that ran it). It
 is rewritten whole (a temporary file renamed over it) after every input, so a run killed at
 any moment leaves the manifest of the inputs finished until then. Under several processes each

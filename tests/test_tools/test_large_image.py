@@ -80,6 +80,8 @@ def test_a_geotiff_in_gives_a_georeferenced_class_map_out(tool, checkpoint, tmp_
     assert summary['georeferenced'] and summary['shape'] == [88, 120, 3]
     assert sum(summary['pixels_per_class']) == 88 * 120
     assert summary['predicted_peak_gb'] > 0 and summary['peak_rss_gb'] > 0
+    # the image's own peak, without the weights and the interpreter that the RSS holds
+    assert 0 <= summary['peak_memory_gb'] < summary['peak_rss_gb']
     assert sorted(p.name
                   for p in out.iterdir()) == ['class_map.tif', 'probabilities.tif', 'summary.json']
 

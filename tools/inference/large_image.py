@@ -299,12 +299,16 @@ def run_image(args: argparse.Namespace, task: str, model: torch.nn.Module, image
     on_gpu = next(model.parameters()).is_cuda
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
+        gpu_baseline = torch.cuda.memory_allocated()
     baseline, method = reset_cpu_peak()  # so that each image of a run has its own peak
     run = segment if task == 'segmentation' else detect
     start = time.perf_counter()
     plan, results = run(args, model, image, image_path, georeference, outputs)
     seconds = time.perf_counter() - start
-    peak_rss_gb = round(cpu_peak(method) / 2**30, 3)
+    rss_peak = cpu_peak(method)
+    # What the image took beyond what the process held before it (the weights, the
+    # interpreter): what the memory model predicts.
+    image_peak = torch.cuda.max_memory_allocated() - gpu_baseline if on_gpu else rss_peak - baseline
     summary = dict(
         image=image_path,
         shape=[
@@ -319,10 +323,11 @@ def run_image(args: argparse.Namespace, task: str, model: torch.nn.Module, image
         task=task,
         seconds=round(seconds, 2),
         predicted_peak_gb=round(plan.predicted_peak_gb, 3),
-        peak_rss_gb=peak_rss_gb,
-        # The peak of the device the model ran on: GPU allocations, or the process's RSS.
-        peak_memory_gb=round(torch.cuda.max_memory_allocated() /
-                             2**30, 3) if on_gpu else peak_rss_gb,
+        # The process's resident set at its peak, everything included.
+        peak_rss_gb=round(rss_peak / 2**30, 3),
+        # The image's peak on the device the model ran on (GPU allocations, or the resident
+        # set) above what the process held before the image.
+        peak_memory_gb=round(max(image_peak, 0) / 2**30, 3),
         **results,
         outputs=outputs)
     write_file_atomic(outputs[-1], json.dumps(summary, indent=2).encode())

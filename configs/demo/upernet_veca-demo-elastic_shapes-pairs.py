@@ -20,6 +20,9 @@ class_weight = [1.0, 4.7, 4.0]
 model = dict(
     neck=dict(scale_factors=(4.0, 2.0, 1.0)),
     decode_head=dict(
+        # The pyramid pooling of the whole map, not the VECA demo's window of 4 cells (of its
+        # stride-32 level; this top level has stride 16).
+        context_window='whole',
         in_channels=[24, 48, 96],
         in_index=[0, 1, 2],
         pool_scales=(8, ),

@@ -37,7 +37,7 @@ import socket
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from mmlinear.apis.run_manifest import MANIFEST
+from mmlinear.apis.run_manifest import MANIFEST, read_manifest
 from mmlinear.cli.benchmark import machine_info
 from mmlinear.cli.benchmark.many_images import (manifest_statuses, outputs_differ, run_killed_after,
                                                 run_timed)
@@ -183,8 +183,7 @@ class Benchmark:
             str(free_port()), *self.command, '--out', out, '--launcher', 'pytorch'
         ]
         result = run_timed(command, self.env, self.log('sharded'))
-        with open(osp.join(out, MANIFEST)) as f:
-            records = [json.loads(line) for line in f]
+        records = read_manifest(osp.join(out, MANIFEST))
         done_by_rank: Dict[int, int] = {}
         for record in records:
             if record['status'] == 'done':

@@ -12,6 +12,8 @@ import subprocess
 import time
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
+from mmlinear.apis.run_manifest import read_manifest
+
 #: Absolute and relative tolerance of detection boxes and scores between two runs.
 DETECTION_TOLERANCE = 1e-4
 
@@ -48,11 +50,7 @@ def run_timed(command: Sequence[str], env: Mapping[str, str], log: str) -> RunRe
 
 def manifest_statuses(manifest: str) -> Dict[str, str]:
     """input -> status of a run's manifest (empty while it does not exist yet)."""
-    if not osp.exists(manifest):
-        return {}
-    with open(manifest) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    return {r['input']: r['status'] for r in records}
+    return {r['input']: r['status'] for r in read_manifest(manifest)}
 
 
 def run_killed_after(command: Sequence[str], env: Mapping[str, str], log: str, manifest: str,

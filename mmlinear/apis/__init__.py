@@ -19,7 +19,7 @@ import importlib.util
 from mmlinear.models.streaming import BUFFERS
 from mmlinear.models.streaming.band_planner import BandPlan
 from mmlinear.models.utils.windowed_pyramid_pooling import WHOLE_MAP
-from .batch_run import BatchResult, run_batch
+from .batch_run import BatchResult, StopSignals, run_batch
 from .config_loading import SCOPES, load_config, toolbox_scope
 from .flops import count_attention_interactions, count_flops, count_params, count_patch_tokens
 from .image_batch import collect_inputs, output_names
@@ -34,11 +34,11 @@ from .vit_conversion import ConvertedViT, convert_vit_checkpoint, save_converted
 __all__ = [
     'BACKBONE_PRESETS', 'BUFFERS', 'BandPlan', 'BatchResult', 'ConvertedViT', 'IMAGENET_MEAN',
     'IMAGENET_STD', 'IMAGE_EXTENSIONS', 'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask',
-    'SCOPES', 'WHOLE_MAP', 'backbone_config', 'band_planner', 'build_backbone', 'build_classifier',
-    'collect_inputs', 'convert_vit_checkpoint', 'count_attention_interactions', 'count_flops',
-    'count_params', 'count_patch_tokens', 'detect_task', 'infer_image', 'input_normalization',
-    'list_images', 'load_config', 'load_images', 'open_image', 'output_names', 'plan_large_image',
-    'run_batch', 'save_converted', 'toolbox_scope'
+    'SCOPES', 'StopSignals', 'WHOLE_MAP', 'backbone_config', 'band_planner', 'build_backbone',
+    'build_classifier', 'collect_inputs', 'convert_vit_checkpoint', 'count_attention_interactions',
+    'count_flops', 'count_params', 'count_patch_tokens', 'detect_task', 'infer_image',
+    'input_normalization', 'list_images', 'load_config', 'load_images', 'open_image',
+    'output_names', 'plan_large_image', 'run_batch', 'save_converted', 'toolbox_scope'
 ]
 
 if importlib.util.find_spec('mmseg') is not None:

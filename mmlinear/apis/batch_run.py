@@ -14,6 +14,7 @@ merges at the end. SIGTERM and SIGUSR1 let the current input finish, then stop t
 :data:`~mmlinear.engine.hooks.REQUEUE_EXIT_CODE` as the status to exit with; running the
 same command again goes on with the inputs not complete.
 """
+import contextlib
 import os
 import os.path as osp
 import signal
@@ -90,8 +91,18 @@ def share_by_pixels(pixels: Sequence[int], world_size: int) -> List[List[int]]:
     return [sorted(share) for share in shares]
 
 
-class _StopSignals:
-    """Record SIGTERM / SIGUSR1 instead of dying on them, while the run is in progress."""
+class StopSignals:
+    """Record SIGTERM / SIGUSR1 instead of dying on them, while in the ``with`` block.
+
+    :func:`run_batch` holds one over its inputs. A caller that enters one earlier and passes it
+    to :func:`run_batch` also stops the run on a signal that arrives before the first input
+    (while a model loads, or while the processes of a job meet): every input is then left
+    ``pending`` and the run ends with the requeue status, where the signal's default action
+    would kill the process with a status the job scripts do not requeue.
+
+    Attributes:
+        received (str or None): The name of the first signal received, else None.
+    """
 
     def __init__(self) -> None:
         self.received = None
@@ -99,9 +110,9 @@ class _StopSignals:
 
     def _record(self, signum: int, frame) -> None:
         # Only record: the input in progress finishes and its outputs are written whole.
-        self.received = signal.Signals(signum).name
+        self.received = self.received or signal.Signals(signum).name
 
-    def __enter__(self) -> '_StopSignals':
+    def __enter__(self) -> 'StopSignals':
         if threading.current_thread() is threading.main_thread():
             for name in STOP_SIGNALS:
                 signum = signal.Signals[name].value
@@ -136,7 +147,8 @@ def run_batch(inputs: Sequence[str],
               process: Callable[[str, str], dict],
               planned_outputs: Callable[[str], List[str]],
               force: bool = False,
-              printer: Optional[Callable[[str], None]] = None) -> BatchResult:
+              printer: Optional[Callable[[str], None]] = None,
+              stop_signals: Optional[StopSignals] = None) -> BatchResult:
     """Run ``process`` on each input not yet complete, recording each in the manifest.
 
     Args:
@@ -151,6 +163,9 @@ def run_batch(inputs: Sequence[str],
         force (bool): Run every input, complete or not. Defaults to False.
         printer (Callable[[str], None], optional): Where the progress lines go. Defaults to
             ``print`` with flush.
+        stop_signals (StopSignals, optional): One the caller has entered already, so that a
+            signal received before this call stops the run before its first input. Defaults
+            to one held over the inputs only.
 
     Returns:
         BatchResult: The records, the failures and the status to exit with.
@@ -192,7 +207,7 @@ def run_batch(inputs: Sequence[str],
     if rank == 0:
         write_manifest(osp.join(out, MANIFEST), [records[p] for p in inputs])
     progress = ProgressETA(len(mine), printer=lambda line: printer(prefix + line))
-    with _StopSignals() as stop:
+    with contextlib.nullcontext(stop_signals) if stop_signals else StopSignals() as stop:
         for index in mine:
             if stop.received:
                 break

@@ -224,6 +224,35 @@ def test_a_stopped_run_finishes_the_rest_when_run_again(checkpoint, many, whole,
     assert_same_class_maps(out, whole)
 
 
+@pytest.mark.parametrize('how', ['SIGTERM', 'SIGUSR1'])
+def test_a_signal_while_the_model_loads_leaves_every_image_pending_with_75(
+        tool, checkpoint, folder, tmp_path, monkeypatch, how):
+    import mmseg.apis
+    load = mmseg.apis.init_model
+
+    def load_and_receive_the_signal(*args, **kwargs):
+        # A real signal to this process, while the tool loads its model.
+        os.kill(os.getpid(), getattr(signal, how))
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(mmseg.apis, 'init_model', load_and_receive_the_signal)
+    out = tmp_path / 'out'
+    handlers = {name: signal.getsignal(getattr(signal, name)) for name in ('SIGTERM', 'SIGUSR1')}
+    result = run_tool_main(tool, folder, CONFIG, checkpoint, '--out', out)
+    assert result.returncode == 75, result.stderr
+    assert f'stopped by {how}' in result.stderr and '6 of 6 inputs left to do' in result.stderr
+    assert set(statuses(out).values()) == {'pending'}
+    assert not [p for p in out.iterdir() if p.is_dir()]
+    # the process's own handlers are back once the tool returns
+    assert {name: signal.getsignal(getattr(signal, name)) for name in handlers} == handlers
+    monkeypatch.setattr(mmseg.apis, 'init_model', load)
+    rerun = run_tool_main(tool, folder, CONFIG, checkpoint, '--out', out)
+    assert rerun.returncode == 1  # the two bad inputs
+    after = statuses(out)
+    assert [after[f'{name}.tif'] for name in GOOD] == ['done'] * len(GOOD)
+    assert after['d_corrupt.tif'] == after['e_two_bands.tif'] == 'failed'
+
+
 def free_port():
     """A TCP port free at this moment (a fixed one would collide with another run)."""
     with socket.socket() as sock:

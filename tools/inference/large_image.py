@@ -54,6 +54,7 @@ Example (after ``make demo``):
         --out work_dirs/large_image_many
 """
 import argparse
+import contextlib
 import json
 import os
 import os.path as osp
@@ -67,7 +68,7 @@ from mmengine.config import DictAction
 
 from mmlinear.apis import (BUFFERS, WHOLE_MAP, BandPlan, detect_large_image, load_config,
                            open_image, plan_large_image, segment_large_image)
-from mmlinear.apis.batch_run import BatchResult, run_batch
+from mmlinear.apis.batch_run import BatchResult, StopSignals, run_batch
 from mmlinear.apis.detection_files import coco_detections, geojson_detections
 from mmlinear.apis.image_batch import collect_inputs, is_batch
 from mmlinear.apis.rasters import RasterImage, write_geotiff
@@ -370,6 +371,16 @@ def report(result: BatchResult, out: str) -> Optional[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
+    batch = is_batch(args.images)
+    # A run of several images stops on SIGTERM / SIGUSR1 with the requeue status from here on:
+    # one that comes while the model loads (or the processes meet) leaves every image pending
+    # instead of killing the process with a status the job scripts do not requeue.
+    with StopSignals() if batch else contextlib.nullcontext() as stop_signals:
+        run(args, batch, stop_signals)
+
+
+def run(args: argparse.Namespace, batch: bool, stop_signals: Optional[StopSignals]) -> None:
+    """The command: ``main`` without the argument parsing, stop signals held for a batch."""
     cfg = load_config(args.config, args.cfg_options)
     task = config_task(cfg.model)
     if task is None:
@@ -379,7 +390,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.context_window and (task != 'segmentation' or len(args.context_window) > 2):
         sys.exit(f'--context-window takes one or two sizes (rows [columns]) or {WHOLE_MAP!r}, '
                  f'and a segmentor config; got {args.context_window} with a {task} config')
-    batch = is_batch(args.images)
     if not batch and args.launcher != 'none':
         sys.exit(f'--launcher {args.launcher} shares the images of a run of several between '
                  f'processes; it was given one image')
@@ -407,7 +417,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         args.out,
         process=lambda path, folder: run_image(args, task, model, path, folder),
         planned_outputs=lambda folder: planned_outputs(args, task, folder),
-        force=args.force)
+        force=args.force,
+        stop_signals=stop_signals)
     last_line = report(result, args.out) if not torch.distributed.is_initialized() or \
         torch.distributed.get_rank() == 0 else None
     close_launcher()

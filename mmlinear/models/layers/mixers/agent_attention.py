@@ -9,7 +9,8 @@ from .token_mixer import key_softmax, segment_means, zero_padded_tokens
 
 class AgentAttention(EfficientAttention):
     """Softmax attention routed through n agent tokens (Han et al., 2024, "Agent Attention:
-    On the Integration of Softmax and Linear Attention", Section 3.2, Eq. 3):
+    On the Integration of Softmax and Linear Attention", arXiv:2312.08874, the agent attention
+    itself):
     ``O = softmax(Q A^T / sqrt(d)) softmax(A K^T / sqrt(d)) V``. The agents ``A`` first
     gather the values (agent aggregation, ``V_A = softmax(A K^T / sqrt(d)) V``, n x d) and
     then hand them to the queries (agent broadcast, ``O = softmax(Q A^T / sqrt(d)) V_A``),
@@ -25,7 +26,7 @@ class AgentAttention(EfficientAttention):
     padding lies.
 
     The paper's agent bias (position biases added to both softmaxes) and its diversity
-    restoration module (a depthwise convolution of V added to the output, Section 3.3) are
+    restoration module (a depthwise convolution of V added to the output) are
     not part of this module: a mixer sees a sequence of tokens, not the image grid they
     came from, as :class:`NystromAttention` leaves out its optional convolution.
 

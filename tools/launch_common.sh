@@ -2,6 +2,7 @@
 # command lines. Env: PYTHON (python); torchrun: NNODES (1), NODE_RANK (0), PORT (29500),
 # MASTER_ADDR (127.0.0.1); srun: GPUS (8), GPUS_PER_NODE (8), CPUS_PER_TASK (5), SRUN_ARGS.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+REQUEUE_STATUS=75  # mmlinear.engine.hooks.REQUEUE_EXIT_CODE
 
 # require_args COUNT USAGE ARGS...: exit 2 with "usage: USAGE" unless ARGS has COUNT or more.
 require_args() {
@@ -52,32 +53,55 @@ srun_tool() {
         "${PYTHON:-python}" -u "$ROOT/tools/${REST[0]}" "${REST[@]:1}"
 }
 
-# wait_passing_signals_then_requeue WHAT: wait for srun (started in the background, its pid in
-# SRUN_PID), passing SIGUSR1 and SIGTERM on to it; when it ends with the requeue status (75, a
-# run stopped by one of them), requeue the batch job (sbatch --requeue) or say to run the same
-# command again, WHAT saying what happened ("training checkpointed"); then exit with srun's status.
-wait_passing_signals_then_requeue() {
-    local what=$1 requeue_status=75  # mmlinear.engine.hooks.REQUEUE_EXIT_CODE
-    # srun passes SIGUSR1 and SIGTERM on to every task; a trap lets this shell stay alive to do so.
-    trap 'kill -USR1 "$SRUN_PID" 2>/dev/null || true' USR1
-    trap 'kill -TERM "$SRUN_PID" 2>/dev/null || true' TERM
-    local status=0
+# pass_on SIGNAL: send SIGNAL to LAUNCHER_PID, recording it in SIGNALLED and the time of the
+# first one (seconds since the epoch) in SIGNAL_TIME.
+pass_on() {
+    [[ -n $SIGNALLED ]] || SIGNAL_TIME=$(date +%s.%N)
+    SIGNALLED=$1
+    kill -"$1" "$LAUNCHER_PID" 2>/dev/null || true
+}
+
+# wait_passing_signals PID: wait for the launcher PID (started in the background), passing
+# SIGUSR1 and SIGTERM on to it (srun and torchrun pass them on to every task); sets STATUS to
+# its exit status, and SIGNALLED and SIGNAL_TIME as pass_on does (empty when no signal came).
+wait_passing_signals() {
+    LAUNCHER_PID=$1
+    SIGNALLED=
+    SIGNAL_TIME=
+    # A trap lets this shell stay alive to pass the signal on.
+    trap 'pass_on USR1' USR1
+    trap 'pass_on TERM' TERM
+    STATUS=0
     while true; do
         # wait returns early (status > 128) when a trapped signal arrives; wait again then.
-        wait "$SRUN_PID" && status=0 || status=$?
-        kill -0 "$SRUN_PID" 2>/dev/null || break
+        wait "$LAUNCHER_PID" && STATUS=0 || STATUS=$?
+        kill -0 "$LAUNCHER_PID" 2>/dev/null || break
     done
-    if [[ $status -eq $requeue_status ]]; then
+}
+
+# requeue_on_stop WHAT: exit with STATUS; when it is the requeue status (75, a run stopped by
+# SIGUSR1 or SIGTERM), first requeue the batch job (sbatch --requeue) or say to run the same
+# command again, WHAT saying what happened ("training checkpointed").
+requeue_on_stop() {
+    local what=$1
+    if [[ $STATUS -eq $REQUEUE_STATUS ]]; then
         if [[ -n ${SLURM_JOB_ID:-} ]] && \
                 [[ $(scontrol show job "$SLURM_JOB_ID" 2>/dev/null) == *BatchFlag=1* ]]; then
             echo "$what on a signal: requeueing job $SLURM_JOB_ID" >&2
             scontrol requeue "$SLURM_JOB_ID"
         else
-            echo "$what on a signal (status $status): run the same command again" \
+            echo "$what on a signal (status $STATUS): run the same command again" \
                 "to go on" >&2
         fi
     fi
-    exit "$status"
+    exit "$STATUS"
+}
+
+# wait_passing_signals_then_requeue WHAT: wait_passing_signals for srun (its pid in SRUN_PID),
+# then requeue_on_stop WHAT.
+wait_passing_signals_then_requeue() {
+    wait_passing_signals "$SRUN_PID"
+    requeue_on_stop "$1"
 }
 
 # check_signal_seconds: exit 2 unless SIGNAL_SECONDS is a whole number of seconds, 0-65535.

@@ -112,6 +112,31 @@ def merge_rank_manifests(out: str, inputs: Sequence[str], records: Dict[str, dic
     return ordered
 
 
+def stopped_on_signal(out: str, since: float) -> bool:
+    """Whether the several-process run in ``out``, sent a signal at ``since``, stopped on it,
+    every process after its images in progress.
+
+    Such a run's rank 0 merged the ranks' manifests (none is left) into a ``manifest.jsonl``
+    written after the signal that records inputs ``pending``. A launcher that exits with a
+    status of its own when it passes a signal on (torchrun) thus still gives a job script
+    the requeue status: a run whose processes were killed before the merge leaves no
+    manifest written after the signal (rank 0 writes it when the run starts and at the end
+    only), or a rank manifest.
+
+    Args:
+        out (str): The run's output folder.
+        since (float): When the signal was sent (seconds since the epoch, as
+            ``time.time()``).
+
+    Returns:
+        bool: True when the run stopped that way.
+    """
+    manifest = osp.join(out, MANIFEST)
+    if rank_manifests(out) or not osp.exists(manifest) or osp.getmtime(manifest) < since:
+        return False
+    return any(r['status'] == 'pending' for r in read_manifest(manifest))
+
+
 def completed_outputs(input_path: str, planned: Sequence[str]) -> Optional[List[str]]:
     """The outputs of ``input_path`` if an earlier run completed them, else None.
 

@@ -1,11 +1,14 @@
-"""The manifest's records, its atomic rewrite, the merge of the ranks' manifests and the test
-of complete outputs: a summary that parses, names the image and lists files that exist."""
+"""The manifest's records, its atomic rewrite, the merge of the ranks' manifests, the test
+of complete outputs (a summary that parses, names the image and lists files that exist) and
+that of a run stopped by a signal."""
 import json
+import os
 
 import pytest
 
 from mmlinear.apis.run_manifest import (completed_outputs, merge_rank_manifests, new_record,
-                                        rank_manifest, read_manifest, write_manifest)
+                                        rank_manifest, read_manifest, stopped_on_signal,
+                                        write_manifest)
 
 
 def test_a_record_refuses_an_unknown_status_or_field():
@@ -25,6 +28,27 @@ def test_rank_manifests_merge_in_the_order_of_the_inputs(tmp_path):
                                                            ('c', 'done')]
     assert read_manifest(str(tmp_path / 'manifest.jsonl')) == merged
     assert sorted(p.name for p in tmp_path.iterdir()) == ['manifest.jsonl']
+
+
+def test_a_run_stopped_on_a_signal_is_told_from_one_killed_or_complete(tmp_path):
+    out = str(tmp_path)
+    signal_time = 1000.0
+    pending = [new_record('a', 'out/a', 'done', rank=0), new_record('b', 'out/b', 'pending')]
+
+    def manifest_written(records, at):
+        write_manifest(str(tmp_path / 'manifest.jsonl'), records)
+        os.utime(tmp_path / 'manifest.jsonl', (at, at))
+
+    assert not stopped_on_signal(out, signal_time)  # no manifest
+    manifest_written(pending, signal_time + 1)
+    assert stopped_on_signal(out, signal_time)  # merged after the signal, images pending
+    manifest_written(pending, signal_time - 1)
+    assert not stopped_on_signal(out, signal_time)  # written before the signal only
+    manifest_written(pending[:1], signal_time + 1)
+    assert not stopped_on_signal(out, signal_time)  # nothing pending: the run completed
+    manifest_written(pending, signal_time + 1)
+    write_manifest(rank_manifest(out, 1), [new_record('c', 'out/c', 'done', rank=1)])
+    assert not stopped_on_signal(out, signal_time)  # a rank was killed before the merge
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from conftest import REPO_ROOT
      "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '70000'"),
     ('slurm_infer.sh', ['PARTITION', 'JOB', 'INPUTS', 'CONFIG', 'CHECKPOINT', 'OUT'],
      'SIGNAL_SECONDS', '2m', "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '2m'"),
+    ('dist_infer.sh', ['INPUTS', 'CONFIG', 'CHECKPOINT', 'OUT', '2'], 'GRACE_SECONDS', '-1',
+     "GRACE_SECONDS must be a whole number of seconds, got '-1'"),
 ])
 def test_bad_settings_are_refused(script, args, variable, value, message):
     result = subprocess.run(['bash', f'tools/{script}', *args],

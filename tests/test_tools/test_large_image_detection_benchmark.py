@@ -1,6 +1,7 @@
 """tools/analysis_tools/large_image_detection.py: the scene, its ground truth, the whole-image
-method's detections and the report (recall, time, memory); the sliced method where SAHI is
-installed; existing outputs refused without --force."""
+method's detections and masks and the report (recall, COCO mAP, time, memory); the sliced
+method where SAHI is installed; --cfg-options reaching the whole-image method; existing
+outputs refused without --force."""
 import importlib.util
 import json
 import os.path as osp
@@ -59,9 +60,24 @@ def test_report_of_the_whole_image_method(tool, checkpoint, tmp_path, methods):
     for name in methods:
         row = report['methods'][name]
         detections = json.loads((work_dir / f'detections_{name}.json').read_text())
-        assert row['detections'] == len(detections['boxes']) > 0
+        assert row['detections'] == len(detections['boxes']) == len(detections['masks']) > 0
+        assert all(mask['size'] == [256, 256] for mask in detections['masks'])
         assert 0 <= row['recall_crossing'] <= 1 and 0 <= row['recall'] <= 1
+        for kind in ('bbox', 'segm'):
+            assert 0 <= row[f'{kind}_mAP'] <= row[f'{kind}_mAP_50'] <= 1
         assert row['seconds'] > 0 and row['peak_bytes'] > 0
     assert '| whole |' in (work_dir / 'report.md').read_text()
     result = run(tool, checkpoint, work_dir, '--methods', *methods)
     assert result.returncode == 1 and 'use --force' in result.stderr
+
+
+def test_cfg_options_reach_the_whole_image_method(tool, checkpoint, tmp_path):
+    work_dir = tmp_path / 'out'
+    # no score reaches the threshold: the whole-image method finds nothing
+    result = run(tool, checkpoint, work_dir, '--methods', 'whole', '--cfg-options',
+                 'model.test_cfg.rcnn.score_thr=1.0')
+    assert result.returncode == 0, result.stderr
+    report = json.loads((work_dir / 'report.json').read_text())
+    assert report['cfg_options'] == {'model.test_cfg.rcnn.score_thr': 1.0}
+    row = report['methods']['whole']
+    assert row['detections'] == 0 and row['bbox_mAP'] == row['segm_mAP'] == 0.0

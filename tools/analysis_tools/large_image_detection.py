@@ -1,5 +1,6 @@
 """Whole-image detection against slicing (SAHI) on a generated large scene: recall of the
-objects that cross tile borders, recall overall, precision, time and peak memory.
+objects that cross tile borders, recall overall, precision, COCO box and mask mAP, time and
+peak memory.
 
 A ``--size`` x ``--size`` scene of shapes at the demo detector's training scale is generated
 (``mmlinear.cli.benchmark.shape_scene``: about two shapes per 128 x 128 block, placed
@@ -17,7 +18,11 @@ a fresh process on it:
 
 Both keep detections scoring at least ``--score-thr``. An object is found when a detection
 of its class overlaps its box by IoU >= 0.5 (one to one, best scores first, as COCO matches);
-it crosses tile borders when no slice of the grid holds its box whole. Peak memory is the
+it crosses tile borders when no slice of the grid holds its box whole. The box and mask mAP
+are pycocotools' (AP over IoU 0.5:0.95 and at 0.5, up to 100,000 detections counted; the
+shapes' masks drawn as the scene draws them, SAHI's mask polygons rasterised by pycocotools).
+``--cfg-options`` changes the config of the whole-image method only (for example
+``model.backbone.context_window=16``); the slices are of the training size. Peak memory is the
 resident-set high-water mark above the process's RSS once the model is built
 (``mmlinear.utils.peak_memory``). Writes ``scene.npy``, ``ground_truth.json``,
 ``detections_<method>.json``, ``report.json`` and ``report.md`` into ``--work-dir``.
@@ -38,8 +43,10 @@ import warnings
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
+from mmengine.config import DictAction
 
 from mmlinear.cli.benchmark import cpu_peak, machine_info, reset_cpu_peak
+from mmlinear.cli.benchmark.detection_map import coco_map, polygon_rle, polygons_rle
 from mmlinear.cli.benchmark.detection_recall import crossing_tiles, recall_report, slice_grid
 from mmlinear.cli.benchmark.shape_scene import SHAPE_CLASSES, shape_scene
 
@@ -61,6 +68,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--max-detections', type=int, default=5000)
     parser.add_argument(
         '--work-dir', default='work_dirs/bench/large_image_detection', help='output folder')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings of the config of the whole-image method')
     parser.add_argument('--force', action='store_true', help='replace existing outputs')
     parser.add_argument('--run-method', choices=METHODS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -75,7 +87,7 @@ def detect_whole(args: argparse.Namespace, image: np.ndarray) -> Dict[str, Any]:
     from mmdet.apis import init_detector
 
     from mmlinear.apis import detect_large_image, load_config
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.cfg_options)
     cfg.model.test_cfg.rpn.update(nms_pre=args.rpn_nms_pre, max_per_img=args.rpn_proposals)
     cfg.model.test_cfg.rcnn.max_per_img = args.max_detections
     model = init_detector(cfg, args.checkpoint, device='cpu')
@@ -91,6 +103,7 @@ def detect_whole(args: argparse.Namespace, image: np.ndarray) -> Dict[str, Any]:
         boxes=found.bboxes.tolist(),
         scores=found.scores.tolist(),
         labels=found.labels.tolist(),
+        masks=list(found.masks) if 'masks' in found else None,  # COCO RLEs, counts as text
         seconds=seconds,
         peak_bytes=cpu_peak(method) - baseline,
         memory_method=method)
@@ -120,10 +133,20 @@ def detect_sliced(args: argparse.Namespace, image: np.ndarray) -> Dict[str, Any]
         verbose=0)
     seconds = time.perf_counter() - start
     found = result.object_prediction_list
+    height, width = image.shape[:2]
+
+    def scene_mask(prediction) -> dict:
+        mask = prediction.mask
+        if mask.shift_x or mask.shift_y:
+            mask = mask.get_shifted_mask()
+        return polygons_rle(mask.segmentation, height, width)
+
+    with_masks = all(p.mask is not None for p in found)
     return dict(
         boxes=[p.bbox.to_xyxy() for p in found],
         scores=[p.score.value for p in found],
         labels=[p.category.id for p in found],
+        masks=[scene_mask(p) for p in found] if with_masks else None,
         seconds=seconds,
         peak_bytes=cpu_peak(method) - baseline,
         memory_method=method)
@@ -146,15 +169,23 @@ def report_markdown(rows: Dict[str, Dict[str, Any]], header: Dict[str, Any]) -> 
         f"{header['machine']['cpu']}, {header['threads']} thread(s), load average "
         f"{', '.join(f'{x:.2f}' for x in header['machine']['load_average'])} at the end.",
         '',
-        '| method | recall (crossing) | recall (all) | precision | detections | time (s) | '
-        'peak memory (GB) |',
-        '|---|---|---|---|---|---|---|',
+        '| method | recall (crossing) | recall (all) | precision | bbox mAP / AP50 | '
+        'segm mAP / AP50 | detections | time (s) | peak memory (GB) |',
+        '|---|---|---|---|---|---|---|---|---|',
     ]
+
+    def average_precision(row: Dict[str, Any], kind: str) -> str:
+        if f'{kind}_mAP' not in row:
+            return '-'
+        return f"{100 * row[f'{kind}_mAP']:.1f} / {100 * row[f'{kind}_mAP_50']:.1f}"
+
     for name, row in rows.items():
         lines.append(f"| {name} | {row['recall_crossing']:.3f} ({row['found_crossing']}/"
                      f"{row['crossing_objects']}) | {row['recall']:.3f} ({row['found']}/"
-                     f"{row['objects']}) | {row['precision']:.3f} | {row['detections']} | "
-                     f"{row['seconds']:.1f} | {row['peak_bytes'] / 2**30:.2f} |")
+                     f"{row['objects']}) | {row['precision']:.3f} | "
+                     f"{average_precision(row, 'bbox')} | {average_precision(row, 'segm')} | "
+                     f"{row['detections']} | {row['seconds']:.1f} | "
+                     f"{row['peak_bytes'] / 2**30:.2f} |")
     return '\n'.join(lines) + '\n'
 
 
@@ -189,7 +220,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         str(args.rpn_nms_pre), '--rpn-proposals',
         str(args.rpn_proposals), '--max-detections',
         str(args.max_detections), '--work-dir', args.work_dir
-    ]
+    ] + (['--cfg-options', *[f'{key}={value}' for key, value in args.cfg_options.items()]]
+         if args.cfg_options else [])
+    gt_masks = [polygon_rle(polygon, args.size, args.size) for polygon in scene.polygons]
     rows = {}
     for name in args.methods:
         print(f'{name}: detecting on the {args.size} x {args.size} scene', flush=True)
@@ -198,10 +231,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                        check=True)
         with open(osp.join(args.work_dir, f'detections_{name}.json')) as f:
             found = json.load(f)
+        detections = (np.array(found['boxes'], dtype=np.float64).reshape(-1, 4),
+                      np.array(found['scores']), np.array(found['labels'], dtype=np.int64))
         rows[name] = dict(
-            recall_report(scene.boxes, scene.labels, crossing,
-                          np.array(found['boxes'], dtype=np.float64).reshape(-1, 4),
-                          np.array(found['scores']), np.array(found['labels'], dtype=np.int64)),
+            recall_report(scene.boxes, scene.labels, crossing, *detections),
+            **coco_map(scene.boxes, scene.labels, gt_masks, *detections, found.get('masks'),
+                       (args.size, args.size), len(SHAPE_CLASSES)),
             seconds=found['seconds'],
             peak_bytes=found['peak_bytes'],
             memory_method=found['memory_method'])
@@ -215,7 +250,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         machine=machine_info('cpu'),
         threads=os.environ.get('OMP_NUM_THREADS', 'all'),
         config=args.config,
-        checkpoint=args.checkpoint)
+        checkpoint=args.checkpoint,
+        cfg_options=args.cfg_options)
     with open(report_path, 'w') as f:
         json.dump(dict(header, methods=rows), f, indent=2)
     table = report_markdown(rows, header)

@@ -1,6 +1,6 @@
 """A large generated scene of many shapes, with its ground truth, for comparing whole-image
 detection with detection on slices."""
-from typing import NamedTuple, Tuple
+from typing import List, NamedTuple, Tuple
 
 import numpy as np
 
@@ -15,10 +15,12 @@ class ShapeScene(NamedTuple):
         image (np.ndarray): (H, W, 3) uint8 RGB.
         boxes (np.ndarray): (N, 4) float64 boxes x1, y1, x2, y2 of the shapes.
         labels (np.ndarray): (N,) int64 indices into :data:`SHAPE_CLASSES`.
+        polygons (list[list[tuple[float, float]]]): The N polygons drawn (vertices x, y).
     """
     image: np.ndarray
     boxes: np.ndarray
     labels: np.ndarray
+    polygons: List[List[Tuple[float, float]]]
 
 
 def shape_scene(size: int,
@@ -42,7 +44,7 @@ def shape_scene(size: int,
         cell (int): The block of one background colour. Defaults to 128.
 
     Returns:
-        ShapeScene: The image and its boxes and labels.
+        ShapeScene: The image and its boxes, labels and polygons.
     """
     from PIL import ImageDraw
     rng = np.random.default_rng(seed)
@@ -57,7 +59,8 @@ def shape_scene(size: int,
     return ShapeScene(
         np.asarray(canvas),
         np.array(boxes, dtype=np.float64).reshape(-1, 4),
-        np.array([shape.category for shape in shapes], dtype=np.int64))
+        np.array([shape.category for shape in shapes], dtype=np.int64),
+        [list(shape.polygon) for shape in shapes])
 
 
 __all__ = ['SHAPE_CLASSES', 'ShapeScene', 'shape_scene']

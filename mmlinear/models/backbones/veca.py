@@ -6,11 +6,12 @@ import torch
 from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
-from ..layers import (PatchRope, ProjPatchEmbed, Rope2D, VECABlock, active_prefix,
-                      build_coordinate_head, build_core_bank, check_core_budget, move_cores)
+from ..layers import (ROPE_POS_EXTRAPOLATIONS, PatchRope, ProjPatchEmbed, Rope2D, VECABlock,
+                      active_prefix, build_coordinate_head, build_core_bank, check_core_budget,
+                      move_cores)
 from ..streaming.memory_model import BandWorkspace
 from ..streaming.streamed_backbone import EmbedSetup
-from ..utils import valid_extents
+from ..utils import check_choice, valid_extents
 from .base_plain_backbone import BasePlainBackbone
 from .token_grid import BlockStep
 
@@ -26,7 +27,9 @@ class VECA(BasePlainBackbone):
     cores (chunks of 8); any prefix of K in {8, 16, ..., 64} cores runs with the same weights
     (the elastic budget, ``active_cores``), and the cores beyond it take no part at all.
     Core 0 after the final norm is the global (CLS-like) token. No CLS token, registers or
-    absolute positions, so any input size works. Symbols: C is the width
+    absolute positions, so any input size works. The patch coordinates span [-1, 1] on the
+    training grid (``img_size``); a grid of another size stretches them over the image or
+    lays the training frame on it (``pos_extrapolation``). Symbols: C is the width
     (``embed_dims``), K the number of active cores, N the number of patches.
 
     Differences from the reference, all deliberate:
@@ -52,6 +55,9 @@ class VECA(BasePlainBackbone):
         active_cores (int): Default core budget K, one of 8, 16, ..., 64. Settable later
             (``model.active_cores = 32``, as the elastic-budget hook does) and per call.
             Defaults to 64.
+        img_size (int | tuple[int, int]): The training image size (H, W) in pixels, whose
+            token grid (ceil(img_size / patch_size)) spans the coordinate frame [-1, 1]; used
+            only by the 'tile' and 'extend' policies. Defaults to 224 (the released models).
         patch_size (int): Patch side. Defaults to 16.
         in_channels (int): Image channels. Defaults to 3.
         out_channels (int, optional): Width of an output projection ``Linear(C,
@@ -68,6 +74,14 @@ class VECA(BasePlainBackbone):
             coordinates, see :class:`Rope2D`. Defaults to 0.08.
         rope_rescale_coords (float, optional): Training-time random rescale of the patch
             coordinates. Defaults to 2.0.
+        pos_extrapolation (str): How the patch coordinates are laid on a token grid of
+            another size than ``img_size``'s: 'interpolate' (normalised to each image, [-1, 1]
+            per axis, as the reference), 'tile' (the training grid's coordinates repeated at
+            its period) or 'extend' (the training grid's step, the training frame centred on
+            the image); see :func:`~mmlinear.models.layers.patch_band_coords`. All three are
+            the same at the training grid. A test-time choice: it changes no parameter, and it
+            may be set on a built model (``backbone.pos_extrapolation``).
+            Defaults to 'interpolate'.
         frozen_stages (int): Freeze the patch embedding and the core bank (stage 0), then
             the first ``frozen_stages`` blocks with the coordinate heads feeding them; -1
             freezes nothing. ``pos_alpha`` is one vector, so it freezes as soon as one of its
@@ -102,6 +116,7 @@ class VECA(BasePlainBackbone):
         self,
         arch: Union[str, dict] = 'base',
         active_cores: int = 64,
+        img_size: Union[int, Tuple[int, int]] = 224,
         patch_size: int = 16,
         in_channels: int = 3,
         out_channels: Optional[int] = None,
@@ -110,6 +125,7 @@ class VECA(BasePlainBackbone):
         dropout: float = 0.,
         rope_shift_coords: Optional[float] = 0.08,
         rope_rescale_coords: Optional[float] = 2.0,
+        pos_extrapolation: str = 'interpolate',
         frozen_stages: int = -1,
         with_cp: bool = False,
         init_cfg: Optional[Union[dict, List[dict]]] = dict(
@@ -118,6 +134,9 @@ class VECA(BasePlainBackbone):
         super().__init__(arch, patch_size, out_indices, out_type, frozen_stages, with_cp, init_cfg)
         self.out_channels = out_channels or self.embed_dims
         self.active_cores = active_cores
+        self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+        self.patch_resolution = tuple(-(-s // patch_size) for s in self.img_size)
+        self.pos_extrapolation = pos_extrapolation
 
         self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)
         self.query_token_chunks, self.qcoord_chunks = build_core_bank(self.max_cores,
@@ -148,6 +167,17 @@ class VECA(BasePlainBackbone):
         self._active_cores = check_core_budget(value, self.max_cores, self.core_chunk_size)
 
     @property
+    def pos_extrapolation(self) -> str:
+        """How the patch coordinates are laid on another grid, one of
+        :data:`~mmlinear.models.layers.ROPE_POS_EXTRAPOLATIONS`."""
+        return self._pos_extrapolation
+
+    @pos_extrapolation.setter
+    def pos_extrapolation(self, value: str) -> None:
+        check_choice('pos_extrapolation', value, ROPE_POS_EXTRAPOLATIONS)
+        self._pos_extrapolation = value
+
+    @property
     def num_extra_tokens(self) -> int:
         """E, the cores of the default budget (a call's ``active_cores`` overrides it)."""
         return self.active_cores
@@ -174,13 +204,15 @@ class VECA(BasePlainBackbone):
                      whole_grid: bool,
                      active_cores: Optional[int] = None) -> EmbedSetup:
         """The cores of the call's budget, and the patches' RoPE angles (augmented in
-        training), whose coordinates span each image's own valid grid, not the padded one."""
+        training), whose coordinates are laid on each image's own valid grid, not the padded
+        one, by :attr:`pos_extrapolation`."""
         num_chunks = self._num_extra_tokens(active_cores) // self.core_chunk_size
         valid_hw = None
         if token_padding_mask is not None:
             valid_hw = valid_extents(token_padding_mask, hw_shape)
         block_state = dict(
-            patch_rope=PatchRope(self.rope, hw_shape, valid_hw, batch, device),
+            patch_rope=PatchRope(self.rope, hw_shape, valid_hw, batch, device,
+                                 self.pos_extrapolation, self.patch_resolution),
             raw_core_coords=active_prefix(self.qcoord_chunks, num_chunks, batch))
         return EmbedSetup(
             active_prefix(self.query_token_chunks, num_chunks, batch), block_state, None)

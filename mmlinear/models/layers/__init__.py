@@ -16,20 +16,20 @@ from .online_core_attention import OnlineCoreAttention
 from .patch_embed import PatchEmbed, adapt_input_channels
 from .plain_block import PlainBlock
 from .proj_patch_embed import ProjPatchEmbed
-from .rope2d import (CoordAugmentation, PatchRope, Rope2D, apply_rope, patch_band_coords,
-                     patch_grid_coords, rotate_pairs)
+from .rope2d import (ROPE_POS_EXTRAPOLATIONS, CoordAugmentation, PatchRope, Rope2D, apply_rope,
+                     patch_band_coords, patch_grid_coords, rotate_pairs)
 from .veca_block import VECABlock
 from .weightformer_block import WeightFormerBlock
 
 __all__ = [
-    'ATTN_TYPES', 'EFFICIENT_ATTENTIONS', 'MIXERS', 'RHO_MODES', 'CorePeripheryAttention',
-    'DynamicDWConv', 'DynamicLinear', 'EfficientAttention', 'InfSAAttention', 'InfViTBlock',
-    'LayerNorm2d', 'Mlp', 'OnlineCoreAttention', 'PatchEmbed', 'PlainBlock', 'ProjPatchEmbed',
-    'CoordAugmentation', 'PatchRope', 'Rope2D', 'TokenMixer', 'Values', 'VECABlock',
-    'WeightFormerBlock', 'active_prefix', 'adapt_input_channels', 'apply_rope', 'band_conv3x3',
-    'build_coordinate_head', 'build_core_bank', 'build_mixer', 'check_core_budget',
-    'check_core_budgets', 'farthest_point_sampling', 'fps_core_coords', 'move_cores',
-    'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
+    'ATTN_TYPES', 'EFFICIENT_ATTENTIONS', 'MIXERS', 'RHO_MODES', 'ROPE_POS_EXTRAPOLATIONS',
+    'CorePeripheryAttention', 'DynamicDWConv', 'DynamicLinear', 'EfficientAttention',
+    'InfSAAttention', 'InfViTBlock', 'LayerNorm2d', 'Mlp', 'OnlineCoreAttention', 'PatchEmbed',
+    'PlainBlock', 'ProjPatchEmbed', 'CoordAugmentation', 'PatchRope', 'Rope2D', 'TokenMixer',
+    'Values', 'VECABlock', 'WeightFormerBlock', 'active_prefix', 'adapt_input_channels',
+    'apply_rope', 'band_conv3x3', 'build_coordinate_head', 'build_core_bank', 'build_mixer',
+    'check_core_budget', 'check_core_budgets', 'farthest_point_sampling', 'fps_core_coords',
+    'move_cores', 'patch_band_coords', 'patch_grid_coords', 'pool_tokens_2x2', 'rotate_pairs'
 ]
 
 __getattr__ = renamed_attributes(globals(), dict(adapt_input_bands='adapt_input_channels'))

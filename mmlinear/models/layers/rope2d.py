@@ -7,21 +7,69 @@ from torch import Tensor, nn
 
 from mmlinear.utils.ext_loader import exporting
 from ..streaming import band_tokens
+from ..utils import check_choice
+
+#: How VECA lays its patch coordinates on a grid of another size than the training grid
+#: (``pos_extrapolation`` of the backbone; see :func:`patch_band_coords`).
+ROPE_POS_EXTRAPOLATIONS = ('interpolate', 'tile', 'extend')
+
+
+def _axis_coords(start: int, stop: int, valid: Tensor, extrapolation: str,
+                 period: Optional[int]) -> Tensor:
+    """Coordinates of the patch centres [start, stop) along one axis (see
+    :func:`patch_band_coords`).
+
+    Args:
+        start (int): First index.
+        stop (int): One past the last index.
+        valid (Tensor): (B, 1) float32, the valid patches of each image along the axis.
+        extrapolation (str): One of :data:`ROPE_POS_EXTRAPOLATIONS`.
+        period (int, optional): The training grid's patches along the axis; unused by
+            'interpolate'.
+
+    Returns:
+        Tensor: (B, stop - start) float32.
+    """
+    index = torch.arange(start, stop, device=valid.device)
+    if extrapolation == 'tile':
+        index = index % period
+    # One formula for every policy, so that at the training grid (valid == period) each gives
+    # 'interpolate''s coordinates bit for bit: the same division, and 'extend''s shift is 0.
+    step = valid if extrapolation == 'interpolate' else torch.full_like(valid, period)
+    coords = (index.float() + 0.5)[None] / step * 2.0 - 1.0
+    if extrapolation == 'extend':
+        coords = coords - (valid - step) / step
+    return coords
 
 
 def patch_band_coords(hw_shape: Tuple[int, int],
                       rows: Tuple[int, int],
                       valid_hw: Optional[Tensor] = None,
-                      device: Optional[torch.device] = None) -> Tensor:
-    """(x, y) coordinates of the patch centres in grid rows [r0, r1) of a row-major grid, each
-    axis in [-1, 1] over the valid grid.
+                      device: Optional[torch.device] = None,
+                      extrapolation: str = 'interpolate',
+                      train_shape: Optional[Tuple[int, int]] = None) -> Tensor:
+    """(x, y) coordinates of the patch centres in grid rows [r0, r1) of a row-major grid.
 
-    A patch at row r, column c of a grid with ``h`` valid rows and ``w`` valid columns sits at
-    ``x = (c + 0.5) / w * 2 - 1``, ``y = (r + 0.5) / h * 2 - 1``: the axes are normalised
-    separately, so a non-square grid spans [-1, 1] on both. Each coordinate depends on its
-    own row and column only, so a band's coordinates are exactly (bit for bit) the band's
-    slice of the whole grid's (:func:`patch_grid_coords`), and the RoPE angles of a band can
-    be computed without the rest of the image.
+    Each axis is laid out separately, on each image's valid grid of ``h`` rows and ``w``
+    columns, by the policy ``extrapolation`` (shown for x; y is the same with rows, and
+    ``Wt`` is the training grid's columns, ``train_shape[1]``):
+
+    - ``'interpolate'``: ``x = (c + 0.5) / w * 2 - 1``, the grid stretched over [-1, 1]
+      whatever its size, so a grid larger than the training one has its neighbours closer.
+    - ``'tile'``: ``x = (c mod Wt + 0.5) / Wt * 2 - 1``, the training grid's coordinates
+      repeated at its period from the top-left corner: every tile of the training size that
+      starts on the period sees exactly the training coordinates (the cores' frame included);
+      a smaller grid takes the training grid's top-left corner.
+    - ``'extend'``: ``x = (c + 0.5) / Wt * 2 - 1 - (w - Wt) / Wt``, the training grid's step
+      with the training frame centred on the image: a larger grid extends past [-1, 1], a
+      smaller one covers the middle of the frame. RoPE is relative, so neighbouring patches
+      keep the relative angles of training.
+
+    At the training grid (``w == Wt``, ``h == Ht``) the three give the same coordinates, bit
+    for bit. Each coordinate depends on its own row and column only, so a band's coordinates
+    are exactly (bit for bit) the band's slice of the whole grid's
+    (:func:`patch_grid_coords`), and the RoPE angles of a band can be computed without the
+    rest of the image.
 
     Args:
         hw_shape (tuple[int, int]): (Hp, Wp), the token grid.
@@ -30,26 +78,33 @@ def patch_band_coords(hw_shape: Tuple[int, int],
         valid_hw (Tensor, optional): (B, 2) long, the valid rows and columns of each image
             (its un-padded region in the top-left corner). The coordinates are then those of
             the valid grid, so padding an image further does not move its patches; padded
-            patches get coordinates beyond 1. Defaults to None (the whole grid is valid).
+            patches continue the valid ones (beyond 1 unless tiled). Defaults to None (the
+            whole grid is valid).
         device (torch.device, optional): Device of the result when ``valid_hw`` is None.
+        extrapolation (str): One of :data:`ROPE_POS_EXTRAPOLATIONS`. Defaults to
+            'interpolate'.
+        train_shape (tuple[int, int], optional): (Ht, Wt), the training grid, needed by
+            'tile' and 'extend'. Defaults to None.
 
     Returns:
         Tensor: (B, (r1 - r0) * Wp, 2) float32, B = 1 without ``valid_hw``; the tokens
         ``band_tokens(hw_shape, rows)`` of the grid.
     """
     band_tokens(hw_shape, rows)  # checks the rows
+    check_choice('pos_extrapolation', extrapolation, ROPE_POS_EXTRAPOLATIONS)
+    if extrapolation != 'interpolate' and train_shape is None:
+        raise ValueError(f'pos_extrapolation {extrapolation!r} needs the training grid '
+                         '(train_shape)')
     Hp, Wp = hw_shape
     r0, r1 = rows
     if valid_hw is None:
         valid_hw = torch.tensor([[Hp, Wp]], device=device)
     elif valid_hw.dim() != 2 or valid_hw.shape[1] != 2:
         raise ValueError(f'valid_hw must be (B, 2) (rows, columns), got {tuple(valid_hw.shape)}')
-    device = valid_hw.device
+    Ht, Wt = train_shape if train_shape is not None else (None, None)
     sizes = valid_hw.float()
-    row_centres = torch.arange(r0, r1, device=device, dtype=torch.float32) + 0.5
-    cols = torch.arange(Wp, device=device, dtype=torch.float32) + 0.5
-    y = row_centres[None] / sizes[:, :1] * 2.0 - 1.0  # (B, r1 - r0)
-    x = cols[None] / sizes[:, 1:] * 2.0 - 1.0  # (B, Wp)
+    y = _axis_coords(r0, r1, sizes[:, :1], extrapolation, Ht)  # (B, r1 - r0)
+    x = _axis_coords(0, Wp, sizes[:, 1:], extrapolation, Wt)  # (B, Wp)
     B, h = sizes.shape[0], r1 - r0
     grid = torch.stack([x[:, None, :].expand(B, h, Wp), y[:, :, None].expand(B, h, Wp)], -1)
     return grid.reshape(B, h * Wp, 2)
@@ -57,8 +112,10 @@ def patch_band_coords(hw_shape: Tuple[int, int],
 
 def patch_grid_coords(hw_shape: Tuple[int, int],
                       valid_hw: Optional[Tensor] = None,
-                      device: Optional[torch.device] = None) -> Tensor:
-    """(x, y) coordinates of all the patch centres of a row-major grid, each axis in [-1, 1]:
+                      device: Optional[torch.device] = None,
+                      extrapolation: str = 'interpolate',
+                      train_shape: Optional[Tuple[int, int]] = None) -> Tensor:
+    """(x, y) coordinates of all the patch centres of a row-major grid:
     :func:`patch_band_coords` over every row.
 
     Args:
@@ -66,11 +123,16 @@ def patch_grid_coords(hw_shape: Tuple[int, int],
         valid_hw (Tensor, optional): (B, 2) long, the valid rows and columns of each image
             (see :func:`patch_band_coords`). Defaults to None (the whole grid is valid).
         device (torch.device, optional): Device of the result when ``valid_hw`` is None.
+        extrapolation (str): One of :data:`ROPE_POS_EXTRAPOLATIONS`. Defaults to
+            'interpolate'.
+        train_shape (tuple[int, int], optional): (Ht, Wt), the training grid, needed by
+            'tile' and 'extend'. Defaults to None.
 
     Returns:
         Tensor: (B, Hp * Wp, 2) float32, B = 1 without ``valid_hw``.
     """
-    return patch_band_coords(hw_shape, (0, hw_shape[0]), valid_hw, device)
+    return patch_band_coords(hw_shape, (0, hw_shape[0]), valid_hw, device, extrapolation,
+                             train_shape)
 
 
 def rotate_pairs(x: Tensor) -> Tensor:
@@ -242,6 +304,11 @@ class PatchRope:
         batch (int): B. Defaults to 1.
         device (torch.device, optional): Where the angles are computed. Defaults to None
             (``valid_hw``'s device, else the CPU).
+        extrapolation (str): How the coordinates are laid on the grid, one of
+            :data:`ROPE_POS_EXTRAPOLATIONS` (see :func:`patch_band_coords`). Defaults to
+            'interpolate'.
+        train_shape (tuple[int, int], optional): (Ht, Wt), the training grid, needed by
+            'tile' and 'extend'. Defaults to None.
     """
 
     def __init__(self,
@@ -249,11 +316,15 @@ class PatchRope:
                  hw_shape: Tuple[int, int],
                  valid_hw: Optional[Tensor] = None,
                  batch: int = 1,
-                 device: Optional[torch.device] = None) -> None:
+                 device: Optional[torch.device] = None,
+                 extrapolation: str = 'interpolate',
+                 train_shape: Optional[Tuple[int, int]] = None) -> None:
         self.rope = rope
         self.hw_shape = tuple(hw_shape)
         self.valid_hw = valid_hw
         self.batch = batch
+        self.extrapolation = extrapolation
+        self.train_shape = train_shape
         self.device = valid_hw.device if valid_hw is not None else device
         self.augmentation = rope.draw_augmentation(self.device)
         self._grid: Optional[Tuple[Tensor, Tensor]] = None
@@ -265,7 +336,8 @@ class PatchRope:
             tuple[Tensor, Tensor]: cos and sin, each (B, (stop - start) * Wp, head_dims)
             float32.
         """
-        coords = patch_band_coords(self.hw_shape, (start, stop), self.valid_hw, self.device)
+        coords = patch_band_coords(self.hw_shape, (start, stop), self.valid_hw, self.device,
+                                   self.extrapolation, self.train_shape)
         coords = self.rope.augment(coords.expand(self.batch, -1, -1), self.augmentation)
         return self.rope(coords)
 

@@ -116,6 +116,17 @@ def test_veca_streamed_equals_forward_in_float64(out_type, band_rows, masked):
     assert_streamed_equals_whole(model, image(), mask, band_rows=band_rows)
 
 
+@pytest.mark.parametrize('policy', ['interpolate', 'tile', 'extend'])
+@pytest.mark.parametrize('band_rows', [1, 3])
+@pytest.mark.parametrize('masked', [False, True])
+def test_veca_streamed_equals_forward_for_each_position_policy(policy, band_rows, masked):
+    """A 10 x 8 grid on a 6 x 6 training grid (not a multiple of its period): each policy's
+    band coordinates are those of its whole grid, with and without a padding mask."""
+    model = veca(out_type='featmap', active_cores=16, img_size=48, pos_extrapolation=policy)
+    mask = pixel_padding_mask([(77, 61), (45, 30)], (77, 61)) if masked else None
+    assert_streamed_equals_whole(model, image(), mask, band_rows=band_rows)
+
+
 def test_veca_budget_and_output_projection_stream_too():
     """``active_cores`` per call as forward takes it; the last output through the head's
     projection to ``out_channels``."""

@@ -22,12 +22,22 @@ def squares(count, size=2048, side=20):
     return np.array(boxes, dtype=np.float64), polygons, masks
 
 
-def test_perfect_detections_of_hundreds_of_objects_score_one():
+def test_perfect_detections_of_hundreds_of_objects_of_a_class_score_one():
     boxes, _, masks = squares(300)
-    labels = np.arange(300) % 3
-    result = coco_map(boxes, labels, masks, boxes, np.ones(300), labels, masks, (2048, 2048), 3)
+    labels = np.zeros(300, dtype=np.int64)
+    result = coco_map(boxes, labels, masks, boxes, np.ones(300), labels, masks, (2048, 2048), 2)
     # COCO's own cap (100 detections an image) would count a third of them
     assert result == {'bbox_mAP': 1.0, 'bbox_mAP_50': 1.0, 'segm_mAP': 1.0, 'segm_mAP_50': 1.0}
+
+
+def test_boxes_off_by_a_fifth_of_their_side_miss_the_strict_thresholds():
+    boxes, _, _ = squares(100)
+    labels = np.zeros(100, dtype=np.int64)
+    # IoU 20 * 16 / (2 * 400 - 20 * 16) = 2 / 3: counted at 0.50 to 0.65, missed above
+    shifted = boxes + np.array([4, 0, 4, 0])
+    result = coco_map(boxes, labels, None, shifted, np.ones(100), labels, None, (2048, 2048), 1)
+    assert result['bbox_mAP_50'] == 1.0
+    assert result['bbox_mAP'] == pytest.approx(4 / 10)
 
 
 def test_half_of_the_objects_found_scores_the_interpolated_half():

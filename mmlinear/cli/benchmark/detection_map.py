@@ -3,12 +3,15 @@ computed by pycocotools' ``COCOeval`` as mmdet's ``CocoMetric`` computes it, wit
 detection caps raised to the scene's thousands of objects."""
 import contextlib
 import io
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-#: The detections per image COCOeval's summary counts (its third cap; COCO's own is 100, for
-#: images of a few objects).
+if TYPE_CHECKING:
+    from pycocotools.cocoeval import COCOeval
+
+#: The detections of the one image that count (COCO's own cap is 100, for images of a few
+#: objects).
 MAX_DETECTIONS = 100_000
 
 
@@ -54,6 +57,29 @@ def text_rle(rle: dict) -> dict:
     counts = rle['counts']
     return dict(
         size=list(rle['size']), counts=counts.decode() if isinstance(counts, bytes) else counts)
+
+
+def summary_precision(evaluation: 'COCOeval', iou_index: Optional[int] = None) -> float:
+    """The AP of an accumulated ``COCOeval`` over every area, at its last detection cap.
+
+    ``COCOeval.summarize`` reads its AP at 100 detections an image whatever the caps are set
+    to (COCO's images hold a few objects); a scene of thousands needs the cap it was given.
+
+    Args:
+        evaluation (COCOeval): Evaluated and accumulated.
+        iou_index (int, optional): One IoU threshold of ``params.iouThrs`` (0: IoU 0.5); None
+            averages them all (0.5:0.95).
+
+    Returns:
+        float: The mean precision over recall points, classes (and thresholds), -1 where
+        nothing was counted.
+    """
+    # (IoU thresholds, recall points, classes, area ranges, caps); area range 0 is 'all'.
+    precision = evaluation.eval['precision'][:, :, :, 0, -1]
+    if iou_index is not None:
+        precision = precision[iou_index]
+    counted = precision[precision > -1]
+    return float(counted.mean()) if counted.size else -1.0
 
 
 def coco_map(gt_boxes: np.ndarray, gt_labels: np.ndarray, gt_masks: Optional[List[dict]],
@@ -117,12 +143,11 @@ def coco_map(gt_boxes: np.ndarray, gt_labels: np.ndarray, gt_masks: Optional[Lis
                 results.update({f'{kind}_mAP': 0.0, f'{kind}_mAP_50': 0.0})
                 continue
             evaluation = COCOeval(ground_truth, ground_truth.loadRes(detections), kind)
-            evaluation.params.maxDets = [1, 100, MAX_DETECTIONS]
+            evaluation.params.maxDets = [MAX_DETECTIONS]
             evaluation.evaluate()
             evaluation.accumulate()
-            evaluation.summarize()
             results.update({
-                f'{kind}_mAP': float(evaluation.stats[0]),
-                f'{kind}_mAP_50': float(evaluation.stats[1])
+                f'{kind}_mAP': summary_precision(evaluation),
+                f'{kind}_mAP_50': summary_precision(evaluation, iou_index=0)
             })
     return results

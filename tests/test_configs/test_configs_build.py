@@ -226,6 +226,18 @@ def test_deit_demo_baselines_train_on_the_demo_data(config, data, tiny_data, tmp
         assert torch.isfinite(param).all(), name
 
 
+def test_convnext_demo_classifier_trains_on_the_demo_data(tiny_data, tmp_path):
+    """Two iterations of the isotropic ConvNeXt demo on the tiny shapes: its one stage feeds
+    the demo head, and the loss and weights stay finite."""
+    runner = train_demo_briefly('convnext-demo_shapes-cls.py', osp.join(tiny_data, 'cls'),
+                                str(tmp_path))
+    assert runner.iter == 2
+    assert type(runner.model.backbone).__name__ == 'ConvNeXt'
+    assert torch.isfinite(torch.tensor(runner.message_hub.get_scalar('train/loss').current()))
+    for name, param in runner.model.named_parameters():
+        assert torch.isfinite(param).all(), name
+
+
 def test_dense_vit_demo_differs_from_the_veca_demo_only_in_the_backbone():
     """The resolution sweep's dense ViT beside VECA: the VECA segmentation demo's config with
     a softmax InfViT of VECA's width, depth, heads, MLP width and patch size, whose maps fit

@@ -1,6 +1,7 @@
 # The frozen backbones of the linear dense evaluations (configs/veca/linear-probe*), as
 # variables that a config picks with {{_base_.NAME}}. Both are frozen whole and give their last
-# block's patch tokens after the final norm as a stride-16 map, 768 wide.
+# block's patch tokens after the final norm as a stride-16 map, 768 wide (the ImageNet probe of
+# DINOv3 takes its class token instead: the last variable).
 # VECA-B at K = 64 from the stage-2 distillation (configs/veca/; a released reference
 # checkpoint after tools/model_converters/veca2mmlinear.py takes prefix 'backbone.').
 veca_base_frozen = dict(
@@ -28,3 +29,6 @@ dinov3_vitb16_frozen = dict(
     # patches at the bottom / right, as VECA does.
     model_kwargs=dict(dynamic_img_pad=True))
 dinov3_data_preprocessor = dict(type='SegDataPreProcessor')
+# The same DINOv3 giving its class token after the final norm, 768 wide, in place of an image
+# classifier's backbone (the ImageNet probe; `_delete_` drops the base config's backbone).
+dinov3_vitb16_frozen_cls_token = dict(_delete_=True, **dinov3_vitb16_frozen, out_type='cls_token')

@@ -2,6 +2,7 @@
 import glob
 import os.path as osp
 
+import mmpretrain
 import pytest
 import torch
 from conftest import REPO_ROOT
@@ -35,6 +36,10 @@ def test_configs_exist():
             or n.startswith(f'weightformer/weightformer-{arch}_') and n.endswith('_in1k-448px.py')
             for n in names), arch
     assert 'weightformer/mask-rcnn_deit-t_simple-pyramid_1x_coco.py' in names
+    # The WeightFormer paper's ImageNet baselines, and the ConvNeXt one at demo scale.
+    assert 'weightformer/deit-s_8xb128_in1k.py' in names
+    assert 'weightformer/convnext-s-isotropic_8xb128-accum4_in1k.py' in names
+    assert 'demo/convnext-demo_shapes-cls.py' in names
     assert 'weightformer/upernet_deit-s_8xb2-160k_ade20k-512x512.py' in names
     for arch in ('t', 's'):
         assert f'weightformer/mask-rcnn_weightformer-{arch}_simple-pyramid_1x_coco.py' in names
@@ -76,6 +81,11 @@ def test_config_builds_model(path):
     if '_deit-' in osp.basename(path) or osp.basename(path).startswith('deit-'):
         assert type(backbone).__name__ == 'VisionTransformer'
         return
+    if osp.basename(path).startswith('convnext-'):
+        # Isotropic: the patchify stem, then one stage at one width, no downsampling.
+        assert type(backbone).__name__ == 'ConvNeXt'
+        assert len(backbone.stages) == len(backbone.downsample_layers) == 1
+        return
     assert type(backbone).__name__ == 'InfViT'
     # The attention type is named before the first '_' ('infvit-demo-elu-linear_...').
     named = [t for t in ATTN_TYPES if f'-{t.replace("_", "-")}_' in osp.basename(path)]
@@ -105,6 +115,60 @@ def check_weightformer(path, cfg, backbone):
     # No custom key may match every parameter by accident (e.g. '.b' in 'backbone.blocks').
     for key in paramwise.get('custom_keys', {}):
         assert key not in 'backbone.blocks.0.linear1.weight', key
+
+
+MMPRETRAIN_CONFIGS = osp.join(osp.dirname(mmpretrain.__file__), '.mim', 'configs')
+
+
+def unscoped(value):
+    """A config's dict without the '_scope_' keys that inheriting through 'mmpretrain::'
+    adds."""
+    if isinstance(value, dict):
+        return {k: unscoped(v) for k, v in value.items() if k != '_scope_'}
+    if isinstance(value, (list, tuple)):
+        return type(value)(unscoped(v) for v in value)
+    return value
+
+
+def test_deit_s_baseline_is_mmpretrains_recipe_on_8_gpus():
+    """The WeightFormer paper's DeiT-S (79.8): mmpretrain's DeiT-S config, its total batch of
+    1024 split over 8 GPUs instead of 4."""
+    ours = Config.fromfile(osp.join(REPO_ROOT, 'configs/weightformer/deit-s_8xb128_in1k.py'))
+    theirs = Config.fromfile(osp.join(MMPRETRAIN_CONFIGS, 'deit/deit-small_4xb256_in1k.py'))
+    assert ours.train_dataloader.batch_size * 8 == theirs.train_dataloader.batch_size * 4 == 1024
+    ours.train_dataloader.batch_size = theirs.train_dataloader.batch_size
+    assert unscoped(ours.to_dict()) == unscoped(theirs.to_dict())
+
+
+def test_isotropic_convnext_s_baseline_is_the_reference_model_in_mmpretrains_recipe():
+    """The WeightFormer paper's ConvNeXt-S (79.7) is the isotropic one: 18 blocks 384 wide
+    after a 16x16 patchify stem, about 22M parameters with the head; mmpretrain's ConvNeXt-S
+    recipe with the reference's isotropic settings (drop path 0.1, no layer scale, 50 warm-up
+    epochs, 4096 images per step, weights averaged once per step)."""
+    path = osp.join(REPO_ROOT, 'configs/weightformer/convnext-s-isotropic_8xb128-accum4_in1k.py')
+    ours = Config.fromfile(path)
+    theirs = Config.fromfile(
+        osp.join(MMPRETRAIN_CONFIGS, 'convnext/convnext-small_32xb128_in1k.py'))
+    init_default_scope('mmpretrain')
+    model = MODELS.build(ours.model)
+    (stage, ) = model.backbone.stages
+    assert len(stage) == 18 and model.backbone.channels == [384]
+    assert model.backbone.downsample_layers[0][0].stride == (16, 16)
+    assert all(block.gamma is None for block in stage)  # no layer scale
+    assert stage[-1].drop_path.drop_prob == pytest.approx(0.1)
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6) == 22
+    accumulation = ours.optim_wrapper.pop('accumulative_counts')
+    assert ours.train_dataloader.batch_size * 8 * accumulation == 4096
+    assert ours.optim_wrapper.optimizer.lr == 4e-3
+    (ema, ) = ours.pop('custom_hooks')
+    assert ema.type == 'EMAHook' and ema.interval == accumulation and ema.momentum == 1e-4
+    warmup, cosine = ours.pop('param_scheduler')
+    assert warmup.end == cosine.begin == ours.pop('warmup_epochs') == 50
+    ours, theirs = unscoped(ours.to_dict()), unscoped(theirs.to_dict())
+    for cfg in (ours, theirs):
+        cfg.pop('param_scheduler', None), cfg.pop('custom_hooks', None)
+        cfg['model'].pop('backbone'), cfg['model']['head'].pop('in_channels')
+    assert ours == theirs
 
 
 @pytest.mark.parametrize('baseline, twin', [
@@ -157,6 +221,18 @@ def test_deit_demo_baselines_train_on_the_demo_data(config, data, tiny_data, tmp
     runner = train_demo_briefly(config, osp.join(tiny_data, data), str(tmp_path))
     assert runner.iter == 2
     assert type(runner.model.backbone).__name__ == 'VisionTransformer'
+    assert torch.isfinite(torch.tensor(runner.message_hub.get_scalar('train/loss').current()))
+    for name, param in runner.model.named_parameters():
+        assert torch.isfinite(param).all(), name
+
+
+def test_convnext_demo_classifier_trains_on_the_demo_data(tiny_data, tmp_path):
+    """Two iterations of the isotropic ConvNeXt demo on the tiny shapes: its one stage feeds
+    the demo head, and the loss and weights stay finite."""
+    runner = train_demo_briefly('convnext-demo_shapes-cls.py', osp.join(tiny_data, 'cls'),
+                                str(tmp_path))
+    assert runner.iter == 2
+    assert type(runner.model.backbone).__name__ == 'ConvNeXt'
     assert torch.isfinite(torch.tensor(runner.message_hub.get_scalar('train/loss').current()))
     for name, param in runner.model.named_parameters():
         assert torch.isfinite(param).all(), name

@@ -96,9 +96,11 @@ def test_config_exists_and_builds_with_the_listed_parameters(name):
     path = osp.join(MIM_ROOT, model_info.config)
     assert osp.isfile(path), path
     cfg = Config.fromfile(path)
-    if 'teacher' in cfg.model:
-        # The DINOv3 teacher's weights are a separate download (configs/veca/README.md).
-        cfg.model.teacher.pop('checkpoint_path', None)
+    # The DINOv3 weights (the distillation's teacher, the probe's backbone) are a separate
+    # download (configs/veca/README.md).
+    for part in ('teacher', 'backbone'):
+        if part in cfg.model:
+            cfg.model[part].pop('checkpoint_path', None)
     init_default_scope(cfg.default_scope)
     with parameters_on_meta():
         model = MODELS.build(cfg.model)

@@ -17,11 +17,13 @@ import mmlinear  # noqa: F401
 from mmlinear.engine.hooks.elastic_core_budget_hook import REFERENCE_BUDGETS
 
 # The frozen dense linear probes (VECA and its DINOv3 teacher) have their own checks:
-# test_linear_probe_configs.py.
+# test_linear_probe_configs.py; the DINOv3 ImageNet probe, VECA-B's baseline, is checked below.
 CONFIGS = sorted(
     p for p in glob.glob(osp.join(REPO_ROOT, 'configs', 'veca', '*.py')) +
     glob.glob(osp.join(REPO_ROOT, 'configs', 'demo', '*veca*.py'))
-    if not osp.basename(p).startswith('linear-probe_'))
+    if not osp.basename(p).startswith(('linear-probe_', 'dinov3-')))
+DINOV3_PROBE = osp.join(REPO_ROOT, 'configs', 'veca',
+                        'dinov3-vitb16_linear-probe_8xb2048-coslr-90e_in1k.py')
 BASES = {
     name: osp.join(REPO_ROOT, 'configs', '_base_', 'models', f'veca-{name}.py')
     for name in ('small', 'splus', 'base', 'large')
@@ -95,6 +97,46 @@ def test_config_builds_model(path):
         if cfg.default_scope == 'mmseg':
             logits = model._forward(torch.randn(1, 3, 128, 128))
             assert logits.shape[:2] == (1, len(cfg.classes))
+
+
+def test_dinov3_imagenet_probe_is_vecas_probe_with_the_frozen_teacher_as_backbone():
+    """The paper's ImageNet baseline: VECA-B's linear probe (neck, head, data, schedule) with
+    the frozen DINOv3 ViT-B/16 giving its class token where VECA-B gives its global token."""
+    configs = [
+        Config.fromfile(p)
+        for p in (DINOV3_PROBE,
+                  osp.join(REPO_ROOT, 'configs', 'veca', 'veca-base_linear-probe_'
+                           '8xb2048-coslr-90e_in1k.py'))
+    ]
+    dinov3, veca = [cfg.to_dict() for cfg in configs]
+    dinov3_backbone, veca_backbone = dinov3['model'].pop('backbone'), veca['model'].pop('backbone')
+    bases = Config.fromfile(osp.join(REPO_ROOT, 'configs', '_base_', 'frozen_dense_backbones.py'))
+    for name in bases:  # the base's backbones, as variables
+        dinov3.pop(name)
+    assert dinov3 == veca
+    assert veca_backbone['out_type'] == dinov3_backbone.pop('out_type') == 'cls_token'
+    assert dinov3_backbone == bases.dinov3_vitb16_frozen
+    assert dinov3_backbone['model_name'] == 'vit_base_patch16_dinov3.lvd1689m'
+    assert dinov3_backbone['frozen'] is True
+
+
+def test_dinov3_imagenet_probe_trains_the_neck_and_head_on_the_class_token():
+    pytest.importorskip('timm')
+    cfg = Config.fromfile(DINOV3_PROBE)
+    # One block and no checkpoint (the released weights are a separate download), at the width
+    # the neck and head take.
+    cfg.model.backbone.checkpoint_path = None
+    cfg.model.backbone.model_kwargs.update(depth=1, img_size=64)
+    model = build(cfg)
+    assert type(model.backbone).__name__ == 'TimmViTFeatures'
+    assert not any(p.requires_grad for p in model.backbone.parameters())
+    assert all(p.requires_grad for p in [*model.neck.parameters(), *model.head.parameters()])
+    model.train()
+    assert not model.backbone.vit.training
+    images = torch.randn(2, 3, 64, 64)
+    (token, ) = model.extract_feat(images, stage='backbone')
+    assert token.shape == (2, 768)
+    assert model(images, mode='tensor').shape == (2, 1000)
 
 
 def check_distillation(path, cfg):

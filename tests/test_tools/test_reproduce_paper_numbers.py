@@ -28,6 +28,14 @@ PRINTED = [
      'PASCAL VOC 2012 mIoU 87.07'),
     ('infsa-imagenet-v2', '  infvit-4l-linear_16xb64_in1k_test-imagenet-v2: '
      'ImageNet-V2 Top 1 Accuracy 79.8'),
+    # The baselines the papers compare against, beside their own models.
+    ('weightformer-imagenet', '  deit-s_8xb128_in1k: ImageNet-1k Top 1 Accuracy 79.8'),
+    ('weightformer-imagenet',
+     '  convnext-s-isotropic_8xb128-accum4_in1k: ImageNet-1k Top 1 Accuracy 79.7'),
+    ('veca-imagenet-probe',
+     '  veca-base_linear-probe_8xb2048-coslr-90e_in1k: ImageNet-1k Top 1 Accuracy 81.93'),
+    ('veca-imagenet-probe',
+     '  dinov3-vitb16_linear-probe_8xb2048-coslr-90e_in1k: ImageNet-1k Top 1 Accuracy 83.56'),
 ]
 
 #: (experiment, text of its docs page, whitespace made single): paper numbers without a config.
@@ -42,6 +50,8 @@ IN_DOCS = [
     ('infsa-attention-quality', '| bbox PR-AUC | **56.2** | 72.4 | 76.1 |'),
     ('weightformer-imagenet', 'DeiT-T / -S / -B 72.2 / **79.8** / 81.8, isotropic ConvNeXt-S '
      '/ -B **79.7** / 82.0'),
+    ('veca-imagenet-probe', '| task | metric | VECA-B (paper) | DINOv3-B teacher (paper) | ours '
+     '| |---|---|---|---|---| | ImageNet-1K | top-1 % | 81.93 | 83.56 |'),
 ]
 
 
@@ -61,6 +71,28 @@ def test_the_registry_prints_the_papers_number_of_a_config(experiment_id, line):
 @pytest.mark.parametrize('experiment_id, text', IN_DOCS)
 def test_the_docs_page_the_registry_names_holds_the_papers_number(experiment_id, text):
     assert text in docs_of(experiment_id)
+
+
+def test_the_baselines_are_printed_after_their_papers_models_and_marked_as_the_papers():
+    """The reported lines of a comparison: the paper's models, then its baselines, under the
+    heading that marks them as the paper's numbers."""
+    imagenet = reproduce.reported_results(EXPERIMENTS['weightformer-imagenet'])
+    assert imagenet[0] == 'reported by the paper (model index; not reproduced here):'
+    assert [line.split(':')[0].strip() for line in imagenet[1:]] == [
+        'weightformer-t_8xb256-amp_in1k', 'weightformer-s_8xb256-amp_in1k',
+        'weightformer-b_8xb256_in1k-448px', 'deit-s_8xb128_in1k',
+        'convnext-s-isotropic_8xb128-accum4_in1k'
+    ]
+    probes = reproduce.reported_results(EXPERIMENTS['veca-imagenet-probe'])
+    assert probes[0] == imagenet[0] and len(probes) == 3
+    # The docs page's ImageNet table: the baselines' rows under the paper's column.
+    table = docs_of('weightformer-imagenet')
+    header = table.index('| model | resolution | params (ours, measured) | MACs (ours, '
+                         'measured) | top-1 (paper) | top-1 (ours) |')
+    for row in ('| DeiT-S (baseline) | 224 | 22,050,664 | 4.599 G | 79.8 | not trained |',
+                '| isotropic ConvNeXt-S (baseline) | 224 | 22,309,480 | 4.286 G | 79.7 | not '
+                'trained |'):
+        assert header < table.index(row) < header + 1000, row
 
 
 def test_energy_and_attention_quality_tables_are_marked_as_the_papers():

@@ -1,5 +1,5 @@
-"""mmlinear.TimmViTFeatures: a timm ViT's normalised patch tokens as maps, its checkpoint
-loaded into the ViT and kept through init_weights, frozen on request."""
+"""mmlinear.TimmViTFeatures: a timm ViT's normalised patch tokens as maps or its class token,
+its checkpoint loaded into the ViT and kept through init_weights, frozen on request."""
 import pytest
 import torch
 
@@ -64,3 +64,19 @@ def test_errors_name_the_problem():
         TimmViTFeatures('resnet18')
     with pytest.raises(ValueError, match=r'out_indices must hold integers in \[-3, 2\]'):
         build(out_indices=3)
+    with pytest.raises(
+            ValueError,
+            match=r"out_type must be one of \('featmap', 'cls_token'\), "
+            r"got 'avg_featmap'"):
+        build(out_type='avg_featmap')
+
+
+def test_cls_token_is_the_normalised_class_token_of_each_selected_block():
+    model = build(out_indices=(0, -1), out_type='cls_token')
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        first, last = model(x)
+        tokens = model.vit.forward_features(x)  # every token after the final norm
+    assert first.shape == last.shape == (2, 64)
+    torch.testing.assert_close(last, tokens[:, 0])
+    assert not torch.allclose(first, last)

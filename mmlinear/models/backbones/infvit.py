@@ -9,10 +9,12 @@ from torch import Tensor, nn
 from mmlinear.registry import MODELS
 from ..layers import ATTN_TYPES, RHO_MODES, InfViTBlock, PatchEmbed
 from ..layers.infvit_block import check_streamable
+from ..layers.windowed_linear_infsa import TOKEN_WINDOW_UNIT
 from ..streaming.memory_model import BandWorkspace
 from ..streaming.streamed_backbone import EmbedSetup
 from ..utils import check_choice, pos_embed_for_valid_regions, resize_pos_embed, valid_extents
 from ..utils.pos_embed import POS_EXTRAPOLATIONS, BandPosEmbed, TablePosEmbed, pos_embed_on_grid
+from ..utils.windowed_pyramid_pooling import ContextWindow, check_context_window
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone
 
 # Keys of checkpoints saved before the blocks and the final norm got the names that all
@@ -72,6 +74,19 @@ class InfViT(BasePlainBackbone):
             parameter, and it may be set on a built model (``backbone.pos_extrapolation``).
             Checkpoints whose table was made for another size are still interpolated to
             ``img_size``'s on load. Defaults to 'interpolate'.
+        context_window (None | str | int | tuple[int, int]): 'linear' attention only: the
+            window of patch tokens whose Linear-InfSA summary each patch token takes, in
+            tokens of the patch grid (rows, columns; an int for a square), placed around the
+            token as ``ContextWindowUPerHead`` places its windows (centred, shifted inside
+            the image at its borders). The CLS token is in every window (as in every
+            training crop) and keeps the whole image's summary. None or 'whole': the whole
+            image's summary for every token, as without the option, bit for bit; so is a
+            window at least the grid, e.g. 16 on the demo's 128-pixel training crops (16 x
+            16 tokens), where training is unchanged. A test-time choice for images larger
+            than the training crop: it changes no parameter and may be set on a built model
+            (``backbone.context_window``). Exact per token, O(N w_h w_w H d) (see
+            docs/large_images.md, "Context window of Linear-InfSA"); streams; no attention
+            maps or attention dropout where it is smaller than the grid. Defaults to None.
         frozen_stages (int): Freeze the patch embedding, the CLS token and the position table
             (stage 0) and then the first ``frozen_stages`` layers; -1 freezes nothing.
             Defaults to -1.
@@ -117,6 +132,7 @@ class InfViT(BasePlainBackbone):
                  layer_norm_eps: float = 1e-6,
                  interpolate_mode: str = 'bicubic',
                  pos_extrapolation: str = 'interpolate',
+                 context_window: ContextWindow = None,
                  frozen_stages: int = -1,
                  with_cp: bool = False,
                  mixer_cfg: Optional[Dict[str, Any]] = None,
@@ -128,6 +144,7 @@ class InfViT(BasePlainBackbone):
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         self.interpolate_mode = interpolate_mode
         self.pos_extrapolation = pos_extrapolation
+        self.context_window = context_window
 
         self.patch_embed = PatchEmbed(in_channels, self.embed_dims, patch_size)
         self.patch_resolution = tuple(-(-s // patch_size) for s in self.img_size)
@@ -172,6 +189,19 @@ class InfViT(BasePlainBackbone):
     def pos_extrapolation(self, value: str) -> None:
         check_choice('pos_extrapolation', value, POS_EXTRAPOLATIONS)
         self._pos_extrapolation = value
+
+    @property
+    def context_window(self) -> Optional[Tuple[int, int]]:
+        """Linear-InfSA's window (rows, columns) in patch tokens, or None (the whole image)."""
+        return self._context_window
+
+    @context_window.setter
+    def context_window(self, value: ContextWindow) -> None:
+        window = check_context_window(value, TOKEN_WINDOW_UNIT)
+        if window is not None and self.attn_type != 'linear':
+            raise ValueError(f"context_window applies to attn_type='linear' only, got "
+                             f'{self.attn_type!r}; leave it None')
+        self._context_window = window
 
     def init_weights(self) -> None:
         """Initialise the layers from ``init_cfg``, then the CLS token and position table."""
@@ -266,7 +296,10 @@ class InfViT(BasePlainBackbone):
     def _block_inputs(self, index: int, extra: Optional[Tensor], hw_shape: Tuple[int, int],
                       state: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         # The attention builds its key mask over [CLS; patches] from the patch mask.
-        return dict(num_extra_tokens=self.num_extra_tokens), state
+        named = dict(num_extra_tokens=self.num_extra_tokens)
+        if self.context_window is not None:
+            named.update(hw_shape=hw_shape, context_window=self.context_window)
+        return named, state
 
     def _check_streamable(self) -> None:
         check_streamable(self.attn_type)
@@ -275,9 +308,26 @@ class InfViT(BasePlainBackbone):
         # The MLP's hidden state, its activation (2 F) and its output (C) come out of linear
         # layers (autocast's dtype); the block input, its sum with the attention and the
         # LayerNorm (3 C) stay in the weights' dtype.
-        return BandWorkspace(
-            weight_dtype_values=3 * self.embed_dims,
-            autocast_values=2 * self.arch_settings['feedforward_channels'] + self.embed_dims)
+        C = self.embed_dims
+        mlp = BandWorkspace(
+            weight_dtype_values=3 * C,
+            autocast_values=2 * self.arch_settings['feedforward_channels'] + C)
+        if self.context_window is None:
+            return mlp
+        # The windowed pass (counted in the weights' dtype, at least float32 as it runs):
+        # inputs, their norm and the attention output (3 C), q, k, v and their float32
+        # copies (6 C), the query-sum features in float64 and their two running sums
+        # (3 x 2 (C + H)), the box sums (2 (C + H)), the central queries, the pooled values
+        # and one offset's gathered keys, values and products (5 C).
+        H = self.arch_settings['num_heads']
+        windowed = 14 * C + 8 * (C + H)
+        return max(mlp, BandWorkspace(windowed, 0), key=lambda w: sum(w))
+
+    def _stream_halo_rows(self, grid_rows: int) -> int:
+        # The windows of a band reach up to w - 1 rows above and below it.
+        if self.context_window is None:
+            return 0
+        return 2 * (min(self.context_window[0], grid_rows) - 1)
 
     def forward_attention_maps(self,
                                x: Tensor,

@@ -7,8 +7,10 @@ import torch
 from torch import Tensor, nn
 
 from ..utils import check_choice, extend_padding_mask
+from ..utils.windowed_pyramid_pooling import Span
 from .mixers import (EFFICIENT_ATTENTIONS, MIXERS, Values, build_mixer, merge_heads, mixer_options,
                      project_pooled_inputs, split_heads)
+from .windowed_linear_infsa import Window, covers_grid, image_extents, windowed_linear_infsa
 
 ATTN_TYPES = tuple(MIXERS)
 RHO_MODES = ('per_head', 'per_layer', 'fixed')
@@ -161,7 +163,9 @@ class InfSAAttention(nn.Module):
                 token_padding_mask: Optional[Tensor] = None,
                 *,
                 num_extra_tokens: int = 0,
-                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+                need_weights: bool = False,
+                hw_shape: Optional[Tuple[int, int]] = None,
+                context_window: Optional[Window] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Mix the tokens of ``x``.
 
         Args:
@@ -171,6 +175,13 @@ class InfSAAttention(nn.Module):
                 the keys. The extra tokens are never padding. Defaults to None.
             num_extra_tokens (int): E. Defaults to 0.
             need_weights (bool): Also return the attention weights. Defaults to False.
+            hw_shape (tuple[int, int], optional): The patch grid (H', W'), which
+                ``context_window`` needs. Defaults to None.
+            context_window (tuple[int, int], optional): 'linear' only: each patch token's
+                output from the window of (rows, columns) patch tokens around it and the extra
+                tokens (:meth:`windowed_outputs`); the extra tokens' outputs stay the whole
+                sequence's. None, or a window that covers the grid: the whole sequence's
+                summary for every token, bit for bit. Defaults to None.
 
         Returns:
             Tensor | tuple[Tensor, Tensor]: (B, T, C) output, T = E + N; with
@@ -178,11 +189,13 @@ class InfSAAttention(nn.Module):
             and 'pure' (rows of rho * A_hat for 'pure'), (B, H, T) key weights ``a`` for
             'linear', (B, H, T, T) for the baselines (the matrix their approximation
             multiplies V with), and None for 'none'. For 'linear'
-            without ``need_weights`` and attention dropout, and without output dropout, the
+            without ``need_weights``, attention dropout and a context window smaller than the
+            grid, and without output dropout, the
             output is an expanded view of one (B, C) vector (stride 0 along T): copy it
             before writing to it in place.
         """
         B, T, C = x.shape
+        windowed = self.check_window(context_window, hw_shape, need_weights)
         key_padding_mask = extend_padding_mask(token_padding_mask, num_extra_tokens, T)
         q = self.queries(x)
         k = q if self.k_proj is None else self.keys(x)
@@ -199,8 +212,94 @@ class InfSAAttention(nn.Module):
         # tokens, as on per-token outputs (same mask for the same seed); in eval or with
         # p = 0 it returns the expanded view itself, so nothing of size T is materialised.
         out = self.out_proj(merge_heads(mixed)).reshape(B, -1, C).expand(B, T, C)
+        if windowed:
+            E = num_extra_tokens
+            patches = self.windowed_outputs(
+                x[:, :E],
+                x[:, E:],
+                token_padding_mask,
+                band_start=0,
+                span=(0, hw_shape[0]),
+                hw_shape=hw_shape,
+                window=context_window,
+                extents=image_extents(token_padding_mask, hw_shape, B))
+            out = torch.cat([out[:, :E], patches], dim=1)
         out = self.proj_drop(out)
         return (out, weights) if need_weights else out
+
+    def check_window(self, context_window: Optional[Window], hw_shape: Optional[Tuple[int, int]],
+                     need_weights: bool) -> bool:
+        """Whether a context window applies to a call (it is set and smaller than the grid);
+        a ValueError where it cannot.
+
+        Raises:
+            ValueError: A window for another attention type than 'linear', without the
+                grid, or with the explicit form (attention weights asked for, or attention
+                dropout in training: each token has weights of its own there).
+        """
+        if context_window is None:
+            return False
+        if self.attn_type != 'linear':
+            raise ValueError(f"context_window applies to 'linear' attention only, got "
+                             f'{self.attn_type!r}; use context_window=None')
+        if hw_shape is None:
+            raise ValueError('context_window needs the patch grid: pass hw_shape')
+        if covers_grid(context_window, hw_shape):
+            return False
+        if self.mixer.explicit(need_weights):
+            raise ValueError(f'with a context_window {context_window} smaller than the grid '
+                             f'{tuple(hw_shape)}, Linear-InfSA has no attention weights to '
+                             f'return and takes no attention dropout: set context_window=None '
+                             f'(or a window that covers the grid), need_weights=False, or '
+                             f'eval mode')
+        return True
+
+    def windowed_outputs(self, extra: Tensor, x: Tensor, token_padding_mask: Optional[Tensor], *,
+                         band_start: int, span: Span, hw_shape: Tuple[int, int], window: Window,
+                         extents: Tensor) -> Tensor:
+        """Linear-InfSA's output for the patch tokens of rows ``span``, each from its window
+        (:func:`~mmlinear.models.layers.windowed_linear_infsa.windowed_linear_infsa`), before
+        the output dropout.
+
+        Args:
+            extra (Tensor): (B, E, C) the extra tokens' attention inputs (E may be 0).
+            x (Tensor): (B, n, C) attention inputs of grid rows ``[band_start, band_start +
+                n / W')``, covering the windows of ``span``.
+            token_padding_mask (Tensor, optional): (B, n) bool, True on padded patches.
+            band_start (int): The band's first grid row.
+            span (Span): The output rows.
+            hw_shape (tuple[int, int]): The patch grid (H', W').
+            window (tuple[int, int]): The window's (rows, columns).
+            extents (Tensor): (B, 2) the images' valid regions.
+
+        Returns:
+            Tensor: (B, (span rows) * W', C) in the queries' dtype.
+        """
+
+        def heads(t: Tensor) -> Tensor:  # (B, n, C) -> (B, n, H, d)
+            return t.reshape(*t.shape[:2], self.num_heads, self.head_dims)
+
+        def qkv(t: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+            q = heads(self.q_proj(t))
+            k = q if self.k_proj is None else heads(self.k_proj(t))
+            return q, k, heads(self.v_proj(t))
+
+        q, k, v = qkv(x)
+        pooled = windowed_linear_infsa(
+            q,
+            k,
+            v,
+            qkv(extra) if extra.shape[1] else None,
+            token_padding_mask,
+            self.rho,
+            self.eps,
+            band_start=band_start,
+            span=span,
+            hw_shape=hw_shape,
+            window=window,
+            extents=extents)
+        # Rounded to q's dtype (the autocast one), as the whole summary's pooled value.
+        return self.out_proj(pooled.to(q.dtype).flatten(2))
 
     def project_pooled_inputs(self, pooled_x: Tensor, weight_sum: Tensor,
                               dtype: torch.dtype) -> Tensor:

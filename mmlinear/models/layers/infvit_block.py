@@ -1,6 +1,7 @@
 """Pre-norm transformer encoder block with a selectable (InfSA or softmax) token mixer."""
 from typing import Optional, Tuple, Union
 
+import torch
 from mmcv.cnn.bricks import DropPath
 from torch import Tensor, nn
 
@@ -8,6 +9,7 @@ from ..streaming.token_stream import TokenStream
 from .infsa_attention import InfSAAttention
 from .linear_infsa_summary import LinearInfSAKeyPool, LinearInfSAQuerySums
 from .mlp import Mlp
+from .windowed_linear_infsa import Window, image_extents, window_input_rows
 
 #: The attention types whose blocks run over a token stream (:meth:`InfViTBlock.forward_streamed`):
 #: each token meets the others only through a summary of fixed size. Pure InfSA and softmax
@@ -68,13 +70,19 @@ class InfViTBlock(nn.Module):
                 token_padding_mask: Optional[Tensor] = None,
                 *,
                 num_extra_tokens: int = 0,
-                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+                need_weights: bool = False,
+                hw_shape: Optional[Tuple[int, int]] = None,
+                context_window: Optional[Window] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
         """Args:
             x (Tensor): (B, E + N, C) tokens, the E extra tokens (CLS) first.
             token_padding_mask (Tensor, optional): (B, N) bool over the patch tokens, True on
                 padded patches; the attention builds its key mask from it.
             num_extra_tokens (int): E, the tokens before the patches. Defaults to 0.
             need_weights (bool): Also return the attention weights.
+            hw_shape (tuple[int, int], optional): The patch grid, for ``context_window``.
+            context_window (tuple[int, int], optional): Linear-InfSA's window around each
+                patch token (see :meth:`InfSAAttention.forward`). Defaults to None (the whole
+                sequence).
 
         Returns:
             Tensor | tuple[Tensor, Tensor]: (B, E + N, C), plus the weights when asked.
@@ -83,7 +91,9 @@ class InfViTBlock(nn.Module):
             self.ln1(x),
             token_padding_mask,
             num_extra_tokens=num_extra_tokens,
-            need_weights=need_weights)
+            need_weights=need_weights,
+            hw_shape=hw_shape,
+            context_window=context_window)
         weights = None
         if need_weights:
             attn_out, weights = attn_out
@@ -101,7 +111,12 @@ class InfViTBlock(nn.Module):
         Linear-InfSA and the update (3), or the update alone without attention (1)."""
         return 3 if self.attn.attn_type == 'linear' else 1
 
-    def forward_streamed(self, stream: TokenStream, *, num_extra_tokens: int = 0) -> None:
+    def forward_streamed(self,
+                         stream: TokenStream,
+                         *,
+                         num_extra_tokens: int = 0,
+                         hw_shape: Optional[Tuple[int, int]] = None,
+                         context_window: Optional[Window] = None) -> None:
         """The block over a token stream, band by band, in place (inference only).
 
         Linear-InfSA's output is one vector per sample, computed from two fixed-size sums
@@ -109,17 +124,28 @@ class InfViTBlock(nn.Module):
         stream; a third pass adds it and runs the MLP, which is per token. The result equals
         :meth:`forward` on the whole sequence.
 
+        With a ``context_window`` smaller than the grid the two sums give the extra tokens'
+        output only, and the third pass computes each band's patch outputs from the rows
+        their windows cover (:meth:`_windowed_update`).
+
         Args:
             stream (TokenStream): The extra tokens (CLS) and the patch tokens; the padding
                 mask is the stream's.
             num_extra_tokens (int): E, which the stream's extra tokens must be (as
                 :meth:`forward` takes it). Defaults to 0.
+            hw_shape (tuple[int, int], optional): The patch grid, which must be the
+                stream's (as :meth:`forward` takes it). Defaults to None (the stream's).
+            context_window (tuple[int, int], optional): As :meth:`forward`. Defaults to None.
         """
         attn = self.attn
         check_streamable(attn.attn_type)
         if stream.num_extra_tokens != num_extra_tokens:
             raise ValueError(f'the stream must hold the {num_extra_tokens} extra tokens, got '
                              f'{stream.num_extra_tokens}')
+        if hw_shape is not None and tuple(hw_shape) != stream.hw_shape:
+            raise ValueError(f'hw_shape {tuple(hw_shape)} is not the stream\'s grid '
+                             f'{stream.hw_shape}')
+        windowed = attn.check_window(context_window, stream.hw_shape, False)
         mixed = 0.
         if attn.attn_type == 'linear':
             query_sums = LinearInfSAQuerySums(attn.eps)
@@ -131,6 +157,57 @@ class InfViTBlock(nn.Module):
                 normed = self.ln1(tokens)
                 key_pool.add(attn.keys(normed), normed, mask)
             mixed = attn.project_pooled_inputs(*key_pool.result(), queries.dtype)[:, None]
+        if windowed:
+            self._windowed_update(stream, mixed, context_window)
+            return
         for band, tokens, _ in stream.segments():
             tokens = tokens + mixed
             stream.put(band, tokens + self.ffn(self.ln2(tokens)))
+
+    def _update(self, tokens: Tensor, attn_out: Tensor) -> Tensor:
+        """The block's output from its input and the attention's output (eval: no drop
+        path)."""
+        tokens = tokens + attn_out
+        return tokens + self.ffn(self.ln2(tokens))
+
+    def _windowed_update(self, stream: TokenStream, mixed: Tensor, window: Window) -> None:
+        """The streamed block's last pass with a context window: the extra tokens take the
+        whole sequence's output ``mixed`` (B, 1, C); each band of patch rows the windowed
+        output, from its rows and the rows their windows reach above and below.
+
+        The stream is updated in place, band after band, while the next band's windows
+        still need the inputs of up to ``window[0] - 1`` rows above it: those rows of the
+        band just computed are kept (a copy) before its output is written over them.
+        """
+        hw_shape, W = stream.hw_shape, stream.hw_shape[1]
+        B, _, C = stream.patches.shape
+        extra = stream.extra if stream.extra is not None else torch.zeros(
+            B, 0, C, dtype=stream.dtype, device=stream.device)
+        extra_normed = self.ln1(extra)
+        extents = image_extents(stream.token_padding_mask, hw_shape, B)
+        if stream.extra is not None:
+            stream.put(None, self._update(stream.extra, mixed))
+        bands = stream.bands
+        kept, kept_start = None, 0  # the inputs of rows [kept_start, the band's start)
+        for index, (start, stop) in enumerate(stream.pass_bands()):
+            low, high = window_input_rows((start, stop), extents, window[0])
+            low, high = min(low, start), max(high, stop)
+            inputs = stream.read(start, high)
+            if low < start:
+                inputs = torch.cat([kept[:, (low - kept_start) * W:], inputs], dim=1)
+            attn_out = self.attn.windowed_outputs(
+                extra_normed,
+                self.ln1(inputs),
+                stream.mask(low, high),
+                band_start=low,
+                span=(start, stop),
+                hw_shape=hw_shape,
+                window=window,
+                extents=extents)
+            own = inputs[:, (start - low) * W:(stop - low) * W]
+            output = self._update(own, attn_out)
+            if index + 1 < len(bands):
+                kept_start = min(window_input_rows(bands[index + 1], extents, window[0])[0], stop)
+                # A copy: ``inputs`` may be a view of the stream, which the write overwrites.
+                kept = inputs[:, (kept_start - low) * W:(stop - low) * W].clone()
+            stream.write(start, stop, output)

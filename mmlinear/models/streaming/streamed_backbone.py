@@ -54,6 +54,15 @@ class StreamedBackboneMixin:
         MLP, the largest layer of every block), for the memory model."""
         raise NotImplementedError(f'{type(self).__name__} does not stream')
 
+    def _stream_halo_rows(self, grid_rows: int) -> int:
+        """Rows a band pass holds besides its band's own, each with the workspace of its
+        tokens (InfViT's context window: the rows its windows reach); 0 by default.
+
+        Args:
+            grid_rows (int): H', the rows of the token grid.
+        """
+        return 0
+
     def _stream_output_dims(self, index: int) -> int:
         """The width of block ``index``'s output as :meth:`forward_streamed` returns it."""
         return self.embed_dims
@@ -108,6 +117,7 @@ class StreamedBackboneMixin:
         compute_itemsize = torch.empty((), dtype=compute_dtype).element_size()
         band = row_bands(grid_h, band_rows, self.stream_row_alignment)[0]
         band_tokens = B * (band[1] - band[0]) * grid_w
+        halo_tokens = B * min(self._stream_halo_rows(grid_h), grid_h - (band[1] - band[0])) * grid_w
         # The rows read and their padded copy; then that copy and the gathered patches.
         pixels = 2 * in_channels * p * p
         tokens = B * grid_h * grid_w
@@ -119,9 +129,9 @@ class StreamedBackboneMixin:
             stream_bytes=tokens * self.embed_dims * itemsize if on_heap else 0,
             output_bytes=sum(dense * self._stream_output_dims(i) * itemsize
                              for i in self.out_indices) if on_heap else 0,
-            band_bytes=band_tokens *
-            (self._stream_workspace_per_token().bytes_per_token(itemsize, compute_itemsize) +
-             pixels * itemsize),
+            band_bytes=(band_tokens + halo_tokens) *
+            self._stream_workspace_per_token().bytes_per_token(itemsize, compute_itemsize) +
+            band_tokens * pixels * itemsize,
             band_rows=band[1] - band[0])
 
     def pick_band_rows(self,

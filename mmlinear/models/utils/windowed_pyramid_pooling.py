@@ -18,14 +18,17 @@ WHOLE_MAP = 'whole'
 ContextWindow = Optional[Union[str, int, Sequence[int]]]
 
 
-def check_context_window(window: ContextWindow) -> Optional[Tuple[int, int]]:
+def check_context_window(
+        window: ContextWindow,
+        unit: str = "cells of the pyramid pooling's input map") -> Optional[Tuple[int, int]]:
     """The window as (rows, columns), or None for the whole map; a ValueError naming the
     allowed values for anything else.
 
     Args:
         window (None | str | int | Sequence[int]): None or 'whole' (the whole map), a
-            positive side, or a pair of positive sides, in cells of the pyramid pooling's
-            input map.
+            positive side, or a pair of positive sides, in ``unit``.
+        unit (str): What the sides count, for the error message. Defaults to the cells of
+            the pyramid pooling's input map.
 
     Returns:
         tuple[int, int] | None: (rows, columns) of the window, or None.
@@ -36,8 +39,8 @@ def check_context_window(window: ContextWindow) -> Optional[Tuple[int, int]]:
     if (not isinstance(sides, (tuple, list)) or len(sides) != 2
             or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sides)):
         raise ValueError(f'context_window must be None or {WHOLE_MAP!r} (the whole map), a '
-                         f'positive int or a pair (rows, columns) of positive ints, in cells of '
-                         f'the pyramid pooling\'s input map; got {window!r}')
+                         f'positive int or a pair (rows, columns) of positive ints, in {unit}; '
+                         f'got {window!r}')
     return int(sides[0]), int(sides[1])
 
 

@@ -284,11 +284,10 @@ def test_two_processes_under_torchrun_share_the_images_and_do_each_once(
     assert_same_class_maps(out, whole)
 
 
-def test_dist_infer_stops_torchrun_on_sigterm_with_75_and_a_rerun_completes(
-        checkpoint, many, whole, tmp_path):
-    out = tmp_path / 'out'
-    env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS='1', PORT=str(free_port()))
-    command = ['bash', 'tools/dist_infer.sh', many, CONFIG, checkpoint, out, '2', '--device', 'cpu']
+def stop_with_sigterm_then_rerun(command, env, out, whole):
+    """Run a job script over ``many``, send it SIGTERM once an image is done, check it stops
+    with the requeue status and images pending, then run it again: it completes the rest,
+    with the class maps of one uninterrupted process."""
     job = subprocess.Popen(
         command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while job.poll() is None and not any('"done"' in p.read_text()
@@ -296,12 +295,11 @@ def test_dist_infer_stops_torchrun_on_sigterm_with_75_and_a_rerun_completes(
         time.sleep(0.05)
     job.send_signal(signal.SIGTERM)
     stdout, stderr = job.communicate(timeout=600)
-    # torchrun itself exits 1 when it passes a signal on; the script reads the run's state
     assert job.returncode == 75, stdout[-3000:] + stderr[-3000:]
     assert 'inference stopped on a signal (status 75): run the same command again' in stderr
     stopped = statuses(out)
     assert 'pending' in stopped.values() and 'done' in stopped.values()
-    assert not list(out.glob('manifest.rank*'))
+    assert not list(out.glob('manifest.rank*'))  # rank 0 merged them
     rerun = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     after = statuses(out)
@@ -309,6 +307,15 @@ def test_dist_infer_stops_torchrun_on_sigterm_with_75_and_a_rerun_completes(
         {n for n, s in after.items() if s == 'skipped'}
     assert set(after.values()) == {'done', 'skipped'}
     assert_same_class_maps(out, whole)
+
+
+def test_dist_infer_stops_torchrun_on_sigterm_with_75_and_a_rerun_completes(
+        checkpoint, many, whole, tmp_path):
+    out = tmp_path / 'out'
+    env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS='1', PORT=str(free_port()))
+    command = ['bash', 'tools/dist_infer.sh', many, CONFIG, checkpoint, out, '2', '--device', 'cpu']
+    # torchrun itself exits 1 when it passes a signal on; the script reads the run's state
+    stop_with_sigterm_then_rerun(command, env, out, whole)
 
 
 # slurm is not installed where the suite runs: this srun runs the step's tasks on this machine
@@ -363,21 +370,4 @@ def test_slurm_infer_stops_on_sigterm_with_75_and_a_rerun_completes(checkpoint, 
         'bash', 'tools/slurm_infer.sh', 'PARTITION', 'JOB', many, CONFIG, checkpoint, out,
         '--device', 'cpu'
     ]
-    job = subprocess.Popen(
-        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while job.poll() is None and not any('"done"' in p.read_text()
-                                         for p in out.glob('manifest.rank*.jsonl')):
-        time.sleep(0.05)
-    job.send_signal(signal.SIGTERM)
-    stdout, stderr = job.communicate(timeout=600)
-    assert job.returncode == 75, stdout[-3000:] + stderr[-3000:]
-    assert 'inference stopped on a signal (status 75): run the same command again' in stderr
-    stopped = statuses(out)
-    assert 'pending' in stopped.values() and 'done' in stopped.values()
-    rerun = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-    after = statuses(out)
-    assert {n for n, s in stopped.items() if s == 'done'} == \
-        {n for n, s in after.items() if s == 'skipped'}
-    assert set(after.values()) == {'done', 'skipped'}
-    assert_same_class_maps(out, whole)
+    stop_with_sigterm_then_rerun(command, env, out, whole)

@@ -57,10 +57,27 @@ def requested_backend() -> str:
     return value
 
 
-def onednn_available() -> bool:
-    """Whether this PyTorch has oneDNN enabled with its fused linear op."""
-    return (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
-            and hasattr(torch.ops.mkldnn, '_linear_pointwise'))
+def onednn_available(dtype: Optional[torch.dtype] = None) -> bool:
+    """Whether this PyTorch has oneDNN enabled with its fused linear op, and, given a dtype,
+    whether oneDNN computes in it on this CPU.
+
+    oneDNN's bfloat16 kernels need AVX-512 (an AMD EPYC with AVX2 only has none and refuses
+    to create the primitive), so the CPU's capability, as PyTorch reports it, decides rather
+    than the vendor.
+
+    Args:
+        dtype (torch.dtype, optional): One of :data:`DISPATCH_DTYPES`; None asks for the op
+            alone.
+
+    Returns:
+        bool: True when oneDNN can run the fused linear op (in ``dtype``).
+    """
+    if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+            and hasattr(torch.ops.mkldnn, '_linear_pointwise')):
+        return False
+    if dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return True
 
 
 def inference_dtype(x: Tensor, *params: Optional[Tensor]) -> Optional[torch.dtype]:

@@ -111,7 +111,7 @@ def linear(x: Tensor,
     """
     check_activation(activation, weight.shape[0])
     dtype = inference_dtype(x, weight, bias)
-    if dtype is None or not onednn_available():
+    if dtype is None or not onednn_available(dtype):
         return linear_reference(x, weight, bias, activation)
     if _backend(dtype, weight.shape[1], weight.shape[0], bias is not None, activation) == 'pytorch':
         return linear_reference(x, weight, bias, activation)

@@ -1,6 +1,8 @@
 """mmlinear.ops.linear / Linear: a linear layer with its activation, whose CPU inference runs
 the backend measured fastest (mmlinear.ops.cpu_dispatch), and its PyTorch reference
 wherever a gradient, float64, a dispatch mode or an export needs it."""
+import importlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,6 +13,8 @@ from mmlinear.ops import (ACTIVATIONS, BACKEND_VARIABLE, Linear, activate, cpu_c
 from mmlinear.ops.cpu_dispatch import MEASURE_ROUNDS, choose, onednn_available
 
 BACKENDS = ['auto', 'pytorch', 'onednn']
+# The module (``mmlinear.ops.linear`` as an attribute is the function).
+linear_module = importlib.import_module('mmlinear.ops.linear')
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +72,27 @@ def test_bfloat16_and_autocast_match_the_reference(monkeypatch, backend, activat
     assert bf16.dtype == autocast.dtype == expected.dtype == torch.bfloat16
     for out in (bf16, autocast):
         torch.testing.assert_close(out.float(), expected.float(), atol=6e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize('backend', ['auto', 'onednn'])
+def test_bfloat16_runs_the_reference_where_onednn_has_no_bfloat16(monkeypatch, backend):
+    # As on a CPU without AVX-512, where oneDNN refuses to create a bfloat16 primitive.
+    monkeypatch.setenv(BACKEND_VARIABLE, backend)
+    monkeypatch.setattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', lambda: False)
+
+    def refused(*args, **kwargs):
+        raise AssertionError('oneDNN was called in bfloat16')
+
+    monkeypatch.setattr(linear_module, '_onednn_linear', refused)
+    forget_choices()
+    x, weight, bias = (t.bfloat16() for t in inputs(6))
+    with torch.no_grad():
+        out = linear(x, weight, bias, 'gelu')
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            autocast = linear(x.float(), weight.float(), bias.float(), 'gelu')
+    assert torch.equal(out, linear_reference(x, weight, bias, 'gelu'))
+    assert autocast.dtype == torch.bfloat16
+    assert onednn_available(torch.float32) == onednn_available()
 
 
 @pytest.mark.parametrize('backend', BACKENDS)

@@ -68,7 +68,17 @@ def demo_config(name: str, backbone: str = None, overrides: dict = None) -> Conf
     return cfg
 
 
-@pytest.fixture(scope='module', params=sorted(CASES))
+#: Cases run with --run-slow only: their backbones' graphs are checked by their classifier
+#: cases, and the UperNet's by InfViT's.
+SLOW_CASES = ('veca-upernet', 'weightformer-upernet')
+
+
+@pytest.fixture(
+    scope='module',
+    params=[
+        pytest.param(case, marks=[pytest.mark.slow] if case in SLOW_CASES else [])
+        for case in sorted(CASES)
+    ])
 def exported(request, tmp_path_factory):
     """One case's model, its dynamic ONNX file and the case."""
     config, backbone, overrides, shape, unseen = CASES[request.param]

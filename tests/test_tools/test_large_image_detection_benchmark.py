@@ -44,10 +44,14 @@ def test_the_sliced_method_without_sahi_names_the_package(tool, checkpoint, tmp_
 
 @pytest.mark.parametrize(
     'methods',
-    [['whole'],
-     pytest.param(['whole', 'sliced'],
-                  marks=pytest.mark.skipif(
-                      importlib.util.find_spec('sahi') is None, reason='SAHI is not installed'))])
+    [
+        # where SAHI is installed, the run of both methods checks the whole-image one too
+        pytest.param(['whole'],
+                     marks=[pytest.mark.slow] if importlib.util.find_spec('sahi') else []),
+        pytest.param(['whole', 'sliced'],
+                     marks=pytest.mark.skipif(
+                         importlib.util.find_spec('sahi') is None, reason='SAHI is not installed'))
+    ])
 def test_report_of_the_whole_image_method(tool, checkpoint, tmp_path, methods):
     work_dir = tmp_path / 'out'
     result = run(tool, checkpoint, work_dir, '--methods', *methods)

@@ -22,10 +22,7 @@ OUT=$4
 NPROCS=$5
 shift 5
 GRACE_SECONDS=${GRACE_SECONDS:-600}
-if ! [[ $GRACE_SECONDS =~ ^[0-9]+$ ]]; then
-    echo "GRACE_SECONDS must be a whole number of seconds, got '$GRACE_SECONDS'" >&2
-    exit 2
-fi
+check_seconds GRACE_SECONDS
 # In the background (torchrun_tool's exec makes $! torchrun itself), so that this shell can
 # pass on the signals. torchrun handles SIGUSR1 too only when asked.
 torchrun_tool inference/large_image.py "$NPROCS" \

@@ -104,10 +104,18 @@ wait_passing_signals_then_requeue() {
     requeue_on_stop "$1"
 }
 
-# check_signal_seconds: exit 2 unless SIGNAL_SECONDS is a whole number of seconds, 0-65535.
-check_signal_seconds() {
-    if ! [[ $SIGNAL_SECONDS =~ ^[0-9]+$ ]] || [[ $SIGNAL_SECONDS -gt 65535 ]]; then
-        echo "SIGNAL_SECONDS must be a whole number of seconds, 0-65535, got '$SIGNAL_SECONDS'" >&2
+# check_seconds NAME [MAX]: exit 2 unless the variable NAME holds a whole number of seconds
+# (at most MAX where given).
+check_seconds() {
+    local name=$1 max=${2:-} value=${!1}
+    if ! [[ $value =~ ^[0-9]+$ ]] || [[ -n $max && $value -gt $max ]]; then
+        echo "$name must be a whole number of seconds${max:+, 0-$max}, got '$value'" >&2
         exit 2
     fi
+}
+
+# check_signal_seconds: exit 2 unless SIGNAL_SECONDS is a whole number of seconds, 0-65535
+# (srun's --signal takes no more).
+check_signal_seconds() {
+    check_seconds SIGNAL_SECONDS 65535
 }

@@ -9,7 +9,7 @@ from torch import Tensor
 from mmlinear.ops.infsa_common import scale_float32
 from mmlinear.utils.precision import autocast_disabled
 from ..utils import valid_extents
-from ..utils.windowed_pyramid_pooling import Span, window_span
+from ..utils.windowed_pyramid_pooling import Span, window_span, window_starts
 
 #: The unit of a backbone's context window, for error messages.
 TOKEN_WINDOW_UNIT = 'tokens of the patch grid'
@@ -51,20 +51,19 @@ def window_input_rows(span: Span, extents: Tensor, window_rows: int) -> Span:
 
 
 def _starts(positions: Tensor, lengths: Tensor, window: int) -> Tuple[Tensor, Tensor]:
-    """Per image, the first cell of each position's window along an axis and the window's
-    length there (at most the image's valid length), as ``window_starts`` places them.
+    """Per image of a padded batch, :func:`window_starts` along an axis of the image's valid
+    length, and the window's length there (at most that valid length).
 
     Args:
         positions (Tensor): (P, ) int64 positions.
-        lengths (Tensor): (B, ) int64 valid lengths of the axis.
+        lengths (Tensor): (B, ) int64 valid lengths of the axis, on the CPU.
         window (int): The window's length.
 
     Returns:
         tuple[Tensor, Tensor]: (B, P) starts and (B, 1) window lengths.
     """
-    sides = lengths.clamp(max=window)[:, None]
-    starts = (positions[None] - (sides - 1) // 2).clamp(min=0)
-    return torch.minimum(starts, lengths[:, None] - sides), sides
+    starts = torch.stack([window_starts(positions, int(length), window) for length in lengths])
+    return starts, lengths.clamp(max=window)[:, None]
 
 
 def windowed_linear_infsa(q: Tensor, k: Tensor, v: Tensor, extra: Optional[HeadTokens],

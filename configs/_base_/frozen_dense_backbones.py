@@ -16,7 +16,7 @@ veca_base_frozen = dict(
         checkpoint='work_dirs/veca-base_distill-stage2_6xb128-50k_obj365-multires/'
         'iter_50000.pth',
         prefix='student.'))
-# VECA's padded batches keep padding out of the cores (mmseg's preprocessor with the mask).
+# VECA's padded batches keep padding out of the cores (mmseg's preprocessing, with the mask).
 veca_data_preprocessor = dict(type='mmlinear.PaddingMaskSegDataPreprocessor')
 # The DINOv3 ViT-B/16 teacher of the distillation, through timm (the weights as in
 # configs/veca/README.md, "teacher").

@@ -1,8 +1,9 @@
 # UperNet for a plain stride-16 mmlinear backbone, without a dataset: its last map goes through
-# a simple pyramid (strides 4/8/16/32, widths C/4, C/2, C, C), and mmseg's data preprocessor
-# also hands each batch's padding mask to the backbone. AdamW as the Swin-T template (lr 6e-5,
-# wd 0.01), clipping 5.0, in mmseg's 160k-iteration loop (a child may shorten it). A child adds
-# a dataset (e.g. ./upernet_simple-pyramid_adamw_160k_ade20k-512x512.py),
+# a simple pyramid (strides 4/8/16/32, widths C/4, C/2, C, C), and the data preprocessor
+# (mmseg's, for any number of channels) also hands each batch's padding mask to the backbone.
+# AdamW as the Swin-T template (lr 6e-5, wd 0.01), clipping 5.0, in mmseg's 160k-iteration
+# loop (a child may shorten it). A child adds a dataset (e.g.
+# ./upernet_simple-pyramid_adamw_160k_ade20k-512x512.py),
 # data_preprocessor.size, the number of classes and the learning-rate schedule, and sets
 # model.backbone (type and arch), the widths
 # model.neck.in_channels = C, model.decode_head.in_channels = [C/4, C/2, C, C],

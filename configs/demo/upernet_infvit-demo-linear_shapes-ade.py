@@ -31,7 +31,8 @@ norm_cfg = dict(type='BN', requires_grad=True)
 # class is predicted by iteration 150 (triangle IoU 71.6) and above 90 at the end.
 class_weight = [1.0, 4.0, 4.9, 6.0]
 model = dict(
-    # mmseg's preprocessor, also handing each batch's padding mask to the backbone.
+    # mmseg's preprocessing (for any number of channels), also handing each batch's padding
+    # mask to the backbone.
     data_preprocessor=dict(
         type='mmlinear.PaddingMaskSegDataPreprocessor',
         size=crop_size,

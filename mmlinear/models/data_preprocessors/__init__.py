@@ -10,5 +10,6 @@ if importlib.util.find_spec('mmdet') is not None:
     from .det_data_preprocessor import PaddingMaskDetDataPreprocessor  # noqa: F401
     __all__.append('PaddingMaskDetDataPreprocessor')
 if importlib.util.find_spec('mmseg') is not None:
+    from .nchannel_seg_data_preprocessor import NChannelSegDataPreprocessor  # noqa: F401
     from .seg_data_preprocessor import PaddingMaskSegDataPreprocessor  # noqa: F401
-    __all__.append('PaddingMaskSegDataPreprocessor')
+    __all__ += ['NChannelSegDataPreprocessor', 'PaddingMaskSegDataPreprocessor']

@@ -31,8 +31,8 @@ class NormalizedRows:
         self.source = source
         self.shape = self.batch_shape(source)
         channels = self.shape[1]
-        # mmseg's preprocessor names it channel_conversion, mmengine's (and mmdet's)
-        # _channel_conversion.
+        # mmlinear's segmentation preprocessor (as mmseg 1.2.2's) names it channel_conversion,
+        # mmengine's (and so mmdet's) _channel_conversion.
         self.channel_conversion = bool(
             getattr(data_preprocessor, 'channel_conversion',
                     getattr(data_preprocessor, '_channel_conversion', False)))

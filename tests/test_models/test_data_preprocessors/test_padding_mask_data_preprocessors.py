@@ -21,7 +21,9 @@ def build_model(task):
     cfg = Config.fromfile(osp.join(DEMO, name))
     init_default_scope(scope)
     registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
-    return registry.build(cfg.model).eval()
+    model = registry.build(cfg.model).eval()
+    model.cfg = cfg
+    return model
 
 
 def data_sample(task, shape):
@@ -63,6 +65,14 @@ def test_padding_mask_reaches_the_backbone(task):
     expected[0, :64, :96] = False
     expected[1, :100, :120] = False
     assert torch.equal(inputs.padding_mask, expected)
+    if task == 'seg':  # mmseg's own preprocessor, from the config's arguments: the same batch
+        from mmseg.models import SegDataPreProcessor
+        args = dict(model.cfg.model.data_preprocessor)
+        assert args.pop('type') == 'mmlinear.PaddingMaskSegDataPreprocessor'
+        data = dict(
+            inputs=images(SMALL, LARGE),
+            data_samples=[data_sample(task, s) for s in (SMALL, LARGE)])
+        assert torch.equal(inputs, SegDataPreProcessor(**args)(data, training=True)['inputs'])
 
     alone = preprocess(model, task, SMALL)  # the same first image
     alone_inputs = alone['inputs'][..., :64, :96]  # mmseg pads the image alone to the crop too

@@ -2,12 +2,14 @@
 commands printed or run."""
 import os.path as osp
 import re
+import shlex
 
 import modelindex
 import pytest
 import yaml
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
+from mmengine.config import Config
 
 from mmlinear.apis.model_presets import BACKBONE_PRESETS
 
@@ -100,6 +102,37 @@ def test_veca_dense_probes_run_vecas_and_dinov3s_probes_on_the_three_datasets():
             config = f'configs/veca/linear-probe_{backbone}-frozen_8xb2-40k_{dataset}-512x512.py'
             assert osp.isfile(osp.join(REPO_ROOT, config))
             assert sum(config in c for c in commands) == 1, config
+
+
+def test_veca_resolution_sweeps_the_papers_probes_from_256_to_1024():
+    """The paper-scale sweep evaluates the checkpoints that the entry's own trainings write
+    (VECA-B's and its DINOv3 ViT-B/16 teacher's PASCAL Context probes, both 768 wide), with
+    arguments the sweep accepts."""
+    *trainings, sweep = EXPERIMENTS['veca-resolution']['paper_scale']
+    printed = run_tool_main(reproduce, 'veca-resolution', '--scale', 'paper')
+    assert printed.returncode == 0
+    assert printed.stdout.splitlines()[:3] == [' '.join(c.split()) for c in trainings + [sweep]]
+    configs = [re.search(r'configs/\S+\.py', training).group(0) for training in trainings]
+    assert configs[0].startswith('configs/veca/linear-probe_veca-base-frozen_')
+    assert configs[1].startswith('configs/veca/linear-probe_dinov3-vitb16-frozen_')
+    # The same runs as the dense probes' (one run serves both).
+    assert set(trainings) <= set(EXPERIMENTS['veca-dense-probes']['paper_scale'])
+    checkpoint_files = re.findall(r'\$\(cat (\S+)\)', sweep)
+    assert checkpoint_files == [
+        osp.join(reproduce.work_folder(training), 'last_checkpoint') for training in trainings
+    ]
+    resolution_sweep = load_tool('resolution_sweep')
+    words = shlex.split(re.sub(r'\$\(cat (\S+)\)', r'\1', sweep))
+    assert words[:2] == ['python', 'tools/analysis_tools/resolution_sweep.py']
+    args = resolution_sweep.parse_args(words[2:])
+    assert args.models == configs and args.checkpoints == checkpoint_files
+    assert args.resolutions == [256, 384, 512, 768, 1024]
+    widths = [
+        Config.fromfile(osp.join(REPO_ROOT, c)).model.decode_head.in_channels for c in configs
+    ]
+    assert widths == [768, 768]
+    listed = run_tool_main(reproduce, '--list').stdout
+    assert 'veca-resolution  [VECA]  runs: demo, paper' in listed
 
 
 def test_the_list_covers_the_three_papers_and_every_experiment():

@@ -131,8 +131,6 @@ def test_veca_resolution_sweeps_the_papers_probes_from_256_to_1024():
         Config.fromfile(osp.join(REPO_ROOT, c)).model.decode_head.in_channels for c in configs
     ]
     assert widths == [768, 768]
-    listed = run_tool_main(reproduce, '--list').stdout
-    assert 'veca-resolution  [VECA]  runs: demo, paper' in listed
 
 
 def test_the_list_covers_the_three_papers_and_every_experiment():
@@ -141,6 +139,108 @@ def test_the_list_covers_the_three_papers_and_every_experiment():
     for experiment_id, experiment in EXPERIMENTS.items():
         assert f'{experiment_id}  [{experiment["paper"]}]' in listed.stdout
     assert {e['paper'] for e in EXPERIMENTS.values()} == PAPERS
+
+
+@pytest.mark.parametrize(
+    'experiment', [e for e in EXPERIMENTS.values() if e.get('recorded')],
+    ids=[i for i, e in EXPERIMENTS.items() if e.get('recorded')])
+def test_every_recorded_figure_is_where_its_experiment_says(experiment):
+    assert reproduce.recorded_problem(experiment) is None
+
+
+def test_the_list_says_where_each_demo_figure_is_or_why_there_is_none():
+    listed = run_tool_main(reproduce, '--list').stdout
+    assert 'veca-resolution  [VECA]  runs: demo, paper\n' in listed
+    assert '    demo figure: docs/reproduce.md, section "Resolution robustness"\n' in listed
+    assert '    no demo figure: no DINOv3 of the demo\'s size exists' in listed
+    report = run_tool_main(reproduce, '--list', '--missing')
+    assert report.returncode == 0
+    # Every lack names its experiment; none is a recorded figure gone missing.
+    assert 'the recorded demo figure is missing' not in report.stdout
+    assert report.stdout.splitlines()[-1].endswith(f' of {len(EXPERIMENTS)} experiments; '
+                                                   f'{report.stdout.count("(no reason given)")} '
+                                                   'without a reason given')
+    alone = run_tool_main(reproduce, '--missing')
+    assert alone.returncode == 2 and '--missing goes with --list' in alone.stderr
+
+
+def test_the_missing_report_names_every_lack_and_its_reason(tmp_path):
+    docs = tmp_path / 'results.md'
+    docs.write_text('# Results\n\n## Demo\n\n| model | top-1 |\n|---|---|\n| demo | 99.0 |\n\n'
+                    '```bash\n# Demo\n```\n\n## Other\n\n| demo | 50.0 |\n')
+    train = 'python tools/train.py configs/demo/x.py --work-dir work_dirs/x'
+    paper = 'bash tools/dist_train.sh configs/x/x_in1k.py 8'
+    base = dict(paper='VECA', item='x', docs=str(docs))
+    entries = [
+        # Complete: both scales and its figure, under its heading (the table below the next
+        # heading, and the "# Demo" comment in a code block, are not its section).
+        dict(
+            base,
+            id='complete',
+            demo=[train],
+            paper_scale=[paper],
+            recorded=dict(section='Demo', shows='| demo |   99.0 |')),
+        dict(base, id='unrecorded', demo=[train + '-2']),
+        dict(
+            base,
+            id='wrong-figure',
+            demo=[train + '-3'],
+            paper_scale=[paper],
+            recorded=dict(section='Demo', shows='| demo | 50.0 |')),
+        dict(
+            base,
+            id='no-heading',
+            paper_scale=[paper],
+            demo=[train + '-4'],
+            recorded=dict(section='Elsewhere', shows='x')),
+        dict(
+            base,
+            id='paper-only',
+            paper_scale=[paper + ' --work-dir work_dirs/y'],
+            why_missing=dict(demo='needs a GPU')),
+        dict(base, id='pending', pending='outside this plugin'),
+    ]
+    path = tmp_path / 'experiments.yml'
+    path.write_text(yaml.safe_dump(entries))
+    report = reproduce.missing_report(reproduce.load_experiments(str(path)))
+    assert report.splitlines() == [
+        'unrecorded',
+        '    no paper-scale command (no reason given)',
+        '    a demo command never recorded (no reason given)',
+        'wrong-figure',
+        f"    the recorded demo figure is missing: the section 'Demo' of {docs} does not show "
+        "'| demo | 50.0 |' (no reason given)",
+        'no-heading',
+        f"    the recorded demo figure is missing: {docs} has no headings 'Elsewhere' "
+        '(no reason given)',
+        'paper-only',
+        '    no demo command: needs a GPU',
+        'pending',
+        '    no paper-scale command: outside this plugin',
+        '    no demo command: outside this plugin',
+        '7 missing in 5 of 6 experiments; 4 without a reason given',
+    ]
+
+
+@pytest.mark.parametrize('why_missing,message', [
+    (dict(demo='needs a GPU'), 'why_missing gives a reason for demo, which it has'),
+    (dict(paper='needs a GPU'), "why_missing names 'paper'; it takes paper_scale, demo, recorded"),
+])
+def test_a_reason_for_a_part_an_experiment_has_or_for_no_part_is_refused(
+        tmp_path, why_missing, message):
+    path = tmp_path / 'experiments.yml'
+    path.write_text(
+        yaml.safe_dump([
+            dict(
+                id='a',
+                paper='VECA',
+                item='x',
+                docs='README.md',
+                demo=['make x'],
+                why_missing=why_missing)
+        ]))
+    with pytest.raises(ValueError, match=f'experiments.yml: a: {message}'):
+        reproduce.load_experiments(str(path))
 
 
 def test_a_demo_run_makes_its_missing_prerequisites_first():
@@ -188,7 +288,7 @@ def test_unknown_ids_and_missing_scales_are_refused_with_what_exists():
     pending = run_tool_main(reproduce, 'weightformer-generation')
     assert pending.returncode == 1
     assert 'has no demo-scale commands; pending: outside the detection' in pending.stderr
-    only_demo = run_tool_main(reproduce, 'veca-interactions', '--scale', 'paper')
+    only_demo = run_tool_main(reproduce, 'veca-elastic-dense', '--scale', 'paper')
     assert only_demo.returncode == 1
     assert 'has no paper-scale commands (it runs at --scale demo)' in only_demo.stderr
     assert run_tool_main(reproduce).returncode == 1  # neither an id nor --list

@@ -1,6 +1,7 @@
 """The three papers' experiments, one command each.
 
     python tools/reproduce.py --list                     # every experiment, and what it has
+    python tools/reproduce.py --list --missing           # what each still lacks, and why
     python tools/reproduce.py ID --scale demo            # run it on the bundled data, CPU
     python tools/reproduce.py ID --scale demo --dry-run  # print what that would run
     python tools/reproduce.py ID --scale paper           # print the paper-scale commands
@@ -9,7 +10,9 @@
     python tools/reproduce.py ID --checkpoint PATH --data-root PATH  # check released weights
 
 The experiments, their commands and what each still lacks are in
-``tools/reproduce_experiments.yml``; their results are written up where ``docs`` says. A demo
+``tools/reproduce_experiments.yml``; their results are written up where ``docs`` says, the
+demo-scale figure in the section that ``recorded`` names, which ``--missing`` checks is there
+and shows the figure. A demo
 run first makes the files its commands read when they are missing (the bundled data, a demo
 checkpoint), then runs its commands in order from the repository root and stops at the first
 that fails, with its exit status. Both scales end with what the paper reports for the configs
@@ -40,6 +43,8 @@ EXPERIMENTS_FILE = osp.join(REPO_ROOT, 'tools', 'reproduce_experiments.yml')
 MODEL_INDEX = osp.join(REPO_ROOT, 'mmlinear', '.mim', 'model-index.yml')
 MAKEFILE = osp.join(REPO_ROOT, 'Makefile')
 SCALES = ('demo', 'paper')
+#: What an experiment can lack (the keys of its ``why_missing``), in the order reported.
+PARTS = ('paper_scale', 'demo', 'recorded')
 #: The scripts that run mmengine's runner: without ``--work-dir``, each writes to
 #: ``work_dirs/<config name>`` (``mmlinear.cli.set_work_dir``); the config is their first
 #: ``.py`` argument.
@@ -104,11 +109,36 @@ def check_work_folders(experiments: List[dict]) -> None:
                                      f'{writers[folder]!r} and {command!r}')
 
 
+def has_part(experiment: dict, part: str) -> bool:
+    """Whether an experiment has a part of :data:`PARTS`: paper-scale commands (or a check of
+    released weights), demo commands, a recorded demo-scale figure."""
+    if part == 'paper_scale':
+        return bool(experiment.get('paper_scale') or experiment.get('released'))
+    return bool(experiment.get(part))
+
+
+def check_reasons(experiment: dict) -> None:
+    """Refuse a ``why_missing`` that names no part of :data:`PARTS`, or a part the experiment
+    has (a reason left behind when the part was added).
+
+    Raises:
+        ValueError: Naming the experiment and the key.
+    """
+    for part in experiment.get('why_missing') or {}:
+        if part not in PARTS:
+            raise ValueError(f'{experiment["id"]}: why_missing names {part!r}; it takes '
+                             f'{", ".join(PARTS)}')
+        if has_part(experiment, part):
+            raise ValueError(f'{experiment["id"]}: why_missing gives a reason for {part}, '
+                             'which it has')
+
+
 def load_experiments(path: str = EXPERIMENTS_FILE) -> Dict[str, dict]:
     """The experiments by id, in the file's order.
 
     Raises:
-        ValueError: An id is given twice, or two commands share a work folder
+        ValueError: An id is given twice, a reason is given for a part an experiment has or
+            for no part (:func:`check_reasons`), or two commands share a work folder
             (:func:`check_work_folders`).
     """
     with open(path) as f:
@@ -117,6 +147,10 @@ def load_experiments(path: str = EXPERIMENTS_FILE) -> Dict[str, dict]:
     for experiment in experiments:
         if experiment['id'] in by_id:
             raise ValueError(f'{path}: experiment id {experiment["id"]!r} is given twice')
+        try:
+            check_reasons(experiment)
+        except ValueError as e:
+            raise ValueError(f'{path}: {e}') from None
         by_id[experiment['id']] = experiment
     try:
         check_work_folders(experiments)
@@ -125,8 +159,74 @@ def load_experiments(path: str = EXPERIMENTS_FILE) -> Dict[str, dict]:
     return by_id
 
 
+def section_text(path: str, heading: str) -> str:
+    """The text of a Markdown file's section: from the heading whose title is ``heading``
+    to the next heading of the same or a higher level (lines in code blocks are not
+    headings), its runs of white space made single spaces.
+
+    Raises:
+        ValueError: The file has no such heading, or has it more than once.
+    """
+    with open(osp.join(REPO_ROOT, path)) as f:
+        lines = f.read().splitlines()
+    headings = []  # (line index, level, title)
+    in_code = False
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith('```'):
+            in_code = not in_code
+        title = None if in_code else re.match(r'(#+)\s+(.*?)\s*$', line)
+        if title:
+            headings.append((index, len(title.group(1)), title.group(2)))
+    found = [(index, level) for index, level, title in headings if title == heading]
+    if len(found) != 1:
+        raise ValueError(f'{path} has {"no" if not found else len(found)} headings {heading!r}')
+    start, level = found[0]
+    end = next((index for index, other, _ in headings if index > start and other <= level),
+               len(lines))
+    return ' '.join(' '.join(lines[start + 1:end]).split())
+
+
+def recorded_problem(experiment: dict) -> Optional[str]:
+    """Why an experiment's recorded demo-scale figure is not where ``recorded`` says (its
+    ``section`` of the ``docs`` file must show the text ``shows``), else None."""
+    recorded = experiment['recorded']
+    try:
+        text = section_text(experiment['docs'], recorded['section'])
+    except ValueError as e:
+        return str(e)
+    if ' '.join(recorded['shows'].split()) not in text:
+        return (f'the section {recorded["section"]!r} of {experiment["docs"]} does not show '
+                f'{recorded["shows"]!r}')
+    return None
+
+
+def missing_parts(experiment: dict) -> List[str]:
+    """What an experiment lacks, a line each, with the reason its ``why_missing`` (or its
+    ``pending``) gives: no paper-scale command (nor a check of released weights), no demo
+    command, a recorded figure that is not where ``recorded`` says, demo commands whose
+    figure was never recorded."""
+    lacks = []
+    if not has_part(experiment, 'paper_scale'):
+        lacks.append(('paper_scale', 'no paper-scale command'))
+    if not experiment.get('demo'):
+        lacks.append(('demo', 'no demo command'))
+    if experiment.get('recorded'):
+        problem = recorded_problem(experiment)
+        if problem:
+            lacks.append(('recorded', f'the recorded demo figure is missing: {problem}'))
+    elif experiment.get('demo'):
+        lacks.append(('recorded', 'a demo command never recorded'))
+    reasons = experiment.get('why_missing') or {}
+    lines = []
+    for part, what in lacks:
+        reason = reasons.get(part) or (experiment.get('pending') if part != 'recorded' else None)
+        lines.append(f'{what}: {reason}' if reason else f'{what} (no reason given)')
+    return lines
+
+
 def describe(experiment: dict) -> str:
-    """One experiment's lines for ``--list``: what it shows and what it can run."""
+    """One experiment's lines for ``--list``: what it shows, what it can run and where its
+    demo-scale figure is recorded (or why none is)."""
     runs = [
         scale for scale, key in (('demo', 'demo'), ('paper', 'paper_scale')) if experiment.get(key)
     ]
@@ -137,8 +237,30 @@ def describe(experiment: dict) -> str:
         f'{experiment["id"]}  [{experiment["paper"]}]  runs: {", ".join(runs) or "none"}',
         f'    {experiment["item"]}', f'    results: {experiment["docs"]}'
     ]
+    reasons = experiment.get('why_missing') or {}
+    if experiment.get('recorded'):
+        lines.append(f'    demo figure: {experiment["docs"]}, section '
+                     f'"{experiment["recorded"]["section"]}"')
+    elif reasons.get('demo') or reasons.get('recorded'):
+        lines.append(f'    no demo figure: {reasons.get("demo") or reasons.get("recorded")}')
     if experiment.get('pending'):
         lines.append(f'    pending: {experiment["pending"]}')
+    return '\n'.join(lines)
+
+
+def missing_report(experiments: Dict[str, dict]) -> str:
+    """``--list --missing``: each experiment that lacks something, with what and why, then a
+    count of the lacks and of those without a reason."""
+    lines, count, unexplained = [], 0, 0
+    for experiment_id, experiment in experiments.items():
+        lacks = missing_parts(experiment)
+        if lacks:
+            lines.append(experiment_id)
+            lines += [f'    {lack}' for lack in lacks]
+        count += len(lacks)
+        unexplained += sum(lack.endswith('(no reason given)') for lack in lacks)
+    lines.append(f'{count} missing in {sum(bool(missing_parts(e)) for e in experiments.values())}'
+                 f' of {len(experiments)} experiments; {unexplained} without a reason given')
     return '\n'.join(lines)
 
 
@@ -377,6 +499,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('experiment', nargs='?', help='an experiment id (see --list)')
     parser.add_argument('--list', action='store_true', help='list every experiment')
     parser.add_argument(
+        '--missing',
+        action='store_true',
+        help='with --list: what each experiment still lacks (a paper-scale command, a demo '
+        'command, its recorded demo figure) and the reason it gives')
+    parser.add_argument(
         '--all', action='store_true', help='run every experiment that has demo commands')
     parser.add_argument('--scale', choices=SCALES, default='demo')
     parser.add_argument(
@@ -395,14 +522,19 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         metavar='KEY=VALUE',
         help='released weights: config overrides for the probe\'s training and the '
         'evaluation (e.g. test_dataloader.batch_size=32)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.missing and not args.list:
+        parser.error('--missing goes with --list: python tools/reproduce.py --list --missing')
+    return args
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     experiments = load_experiments()
     if args.list:
-        print('\n'.join(describe(e) for e in experiments.values()))
+        print(
+            missing_report(experiments) if args.missing else '\n'.join(
+                describe(e) for e in experiments.values()))
         return 0
     if args.all:
         for experiment in experiments.values():

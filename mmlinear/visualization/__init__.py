@@ -1,6 +1,6 @@
 """What the analysis tools draw and score: saliency maps read from a backbone's attention, the
-isotropy of VECA's cores, dense features as colours, how Linear-InfSA's key weights align
-with the InfSA operator's Perron vector, and effective receptive fields.
+isotropy of VECA's cores, dense features as colours (by PCA and by UMAP), how Linear-InfSA's
+key weights align with the InfSA operator's Perron vector, and effective receptive fields.
 
 This layer sits above :mod:`mmlinear.models` (it inspects the backbones' layers), so nothing
 in :mod:`mmlinear.models`, :mod:`mmlinear.ops` or :mod:`mmlinear.utils` may import it.
@@ -9,12 +9,13 @@ from .attention_saliency import QUERY_MODES, attention_saliency, minmax, upsampl
 from .core_isotropy import core_isotropy
 from .effective_receptive_field import (DEFAULT_THRESHOLDS, area_ratios, build_featmap_backbone,
                                         effective_receptive_field)
-from .feature_pca import pca_rgb
+from .feature_colours import pca_rgb, umap_rgb
 from .spectral_alignment import (ALIGNED_ATTN_TYPES, left_perron_vector, perron_alignment, spearman,
                                  spectral_alignment)
 
 __all__ = [
     'ALIGNED_ATTN_TYPES', 'DEFAULT_THRESHOLDS', 'QUERY_MODES', 'area_ratios', 'attention_saliency',
     'build_featmap_backbone', 'core_isotropy', 'effective_receptive_field', 'left_perron_vector',
-    'minmax', 'pca_rgb', 'perron_alignment', 'spearman', 'spectral_alignment', 'upsample_saliency'
+    'minmax', 'pca_rgb', 'perron_alignment', 'spearman', 'spectral_alignment', 'umap_rgb',
+    'upsample_saliency'
 ]

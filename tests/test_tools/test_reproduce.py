@@ -2,12 +2,14 @@
 commands printed or run."""
 import os.path as osp
 import re
+import shlex
 
 import modelindex
 import pytest
 import yaml
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
+from mmengine.config import Config
 
 from mmlinear.apis.model_presets import BACKBONE_PRESETS
 
@@ -102,12 +104,143 @@ def test_veca_dense_probes_run_vecas_and_dinov3s_probes_on_the_three_datasets():
             assert sum(config in c for c in commands) == 1, config
 
 
+def test_veca_resolution_sweeps_the_papers_probes_from_256_to_1024():
+    """The paper-scale sweep evaluates the checkpoints that the entry's own trainings write
+    (VECA-B's and its DINOv3 ViT-B/16 teacher's PASCAL Context probes, both 768 wide), with
+    arguments the sweep accepts."""
+    *trainings, sweep = EXPERIMENTS['veca-resolution']['paper_scale']
+    printed = run_tool_main(reproduce, 'veca-resolution', '--scale', 'paper')
+    assert printed.returncode == 0
+    assert printed.stdout.splitlines()[:3] == [' '.join(c.split()) for c in trainings + [sweep]]
+    configs = [re.search(r'configs/\S+\.py', training).group(0) for training in trainings]
+    assert configs[0].startswith('configs/veca/linear-probe_veca-base-frozen_')
+    assert configs[1].startswith('configs/veca/linear-probe_dinov3-vitb16-frozen_')
+    # The same runs as the dense probes' (one run serves both).
+    assert set(trainings) <= set(EXPERIMENTS['veca-dense-probes']['paper_scale'])
+    checkpoint_files = re.findall(r'\$\(cat (\S+)\)', sweep)
+    assert checkpoint_files == [
+        osp.join(reproduce.work_folder(training), 'last_checkpoint') for training in trainings
+    ]
+    resolution_sweep = load_tool('resolution_sweep')
+    words = shlex.split(re.sub(r'\$\(cat (\S+)\)', r'\1', sweep))
+    assert words[:2] == ['python', 'tools/analysis_tools/resolution_sweep.py']
+    args = resolution_sweep.parse_args(words[2:])
+    assert args.models == configs and args.checkpoints == checkpoint_files
+    assert args.resolutions == [256, 384, 512, 768, 1024]
+    widths = [
+        Config.fromfile(osp.join(REPO_ROOT, c)).model.decode_head.in_channels for c in configs
+    ]
+    assert widths == [768, 768]
+
+
 def test_the_list_covers_the_three_papers_and_every_experiment():
     listed = run_tool_main(reproduce, '--list')
     assert listed.returncode == 0
     for experiment_id, experiment in EXPERIMENTS.items():
         assert f'{experiment_id}  [{experiment["paper"]}]' in listed.stdout
     assert {e['paper'] for e in EXPERIMENTS.values()} == PAPERS
+
+
+@pytest.mark.parametrize(
+    'experiment', [e for e in EXPERIMENTS.values() if e.get('recorded')],
+    ids=[i for i, e in EXPERIMENTS.items() if e.get('recorded')])
+def test_every_recorded_figure_is_where_its_experiment_says(experiment):
+    assert reproduce.recorded_problem(experiment) is None
+
+
+def test_the_list_says_where_each_demo_figure_is_or_why_there_is_none():
+    listed = run_tool_main(reproduce, '--list').stdout
+    assert 'veca-resolution  [VECA]  runs: demo, paper\n' in listed
+    assert '    demo figure: docs/reproduce.md, section "Resolution robustness"\n' in listed
+    assert '    no demo figure: no DINOv3 of the demo\'s size exists' in listed
+    report = run_tool_main(reproduce, '--list', '--missing')
+    assert report.returncode == 0
+    # Every lack names its experiment; none is a recorded figure gone missing.
+    assert 'the recorded demo figure is missing' not in report.stdout
+    assert report.stdout.splitlines()[-1].endswith(f' of {len(EXPERIMENTS)} experiments; '
+                                                   f'{report.stdout.count("(no reason given)")} '
+                                                   'without a reason given')
+    alone = run_tool_main(reproduce, '--missing')
+    assert alone.returncode == 2 and '--missing goes with --list' in alone.stderr
+
+
+def test_the_missing_report_names_every_lack_and_its_reason(tmp_path):
+    docs = tmp_path / 'results.md'
+    docs.write_text('# Results\n\n## Demo\n\n| model | top-1 |\n|---|---|\n| demo | 99.0 |\n\n'
+                    '```bash\n# Demo\n```\n\n## Other\n\n| demo | 50.0 |\n')
+    train = 'python tools/train.py configs/demo/x.py --work-dir work_dirs/x'
+    paper = 'bash tools/dist_train.sh configs/x/x_in1k.py 8'
+    base = dict(paper='VECA', item='x', docs=str(docs))
+    entries = [
+        # Complete: both scales and its figure, under its heading (the table below the next
+        # heading, and the "# Demo" comment in a code block, are not its section).
+        dict(
+            base,
+            id='complete',
+            demo=[train],
+            paper_scale=[paper],
+            recorded=dict(section='Demo', shows='| demo |   99.0 |')),
+        dict(base, id='unrecorded', demo=[train + '-2']),
+        dict(
+            base,
+            id='wrong-figure',
+            demo=[train + '-3'],
+            paper_scale=[paper],
+            recorded=dict(section='Demo', shows='| demo | 50.0 |')),
+        dict(
+            base,
+            id='no-heading',
+            paper_scale=[paper],
+            demo=[train + '-4'],
+            recorded=dict(section='Elsewhere', shows='x')),
+        dict(
+            base,
+            id='paper-only',
+            paper_scale=[paper + ' --work-dir work_dirs/y'],
+            why_missing=dict(demo='needs a GPU')),
+        dict(base, id='pending', pending='outside this plugin'),
+    ]
+    path = tmp_path / 'experiments.yml'
+    path.write_text(yaml.safe_dump(entries))
+    report = reproduce.missing_report(reproduce.load_experiments(str(path)))
+    assert report.splitlines() == [
+        'unrecorded',
+        '    no paper-scale command (no reason given)',
+        '    a demo command never recorded (no reason given)',
+        'wrong-figure',
+        f"    the recorded demo figure is missing: the section 'Demo' of {docs} does not show "
+        "'| demo | 50.0 |' (no reason given)",
+        'no-heading',
+        f"    the recorded demo figure is missing: {docs} has no headings 'Elsewhere' "
+        '(no reason given)',
+        'paper-only',
+        '    no demo command: needs a GPU',
+        'pending',
+        '    no paper-scale command: outside this plugin',
+        '    no demo command: outside this plugin',
+        '7 missing in 5 of 6 experiments; 4 without a reason given',
+    ]
+
+
+@pytest.mark.parametrize('why_missing,message', [
+    (dict(demo='needs a GPU'), 'why_missing gives a reason for demo, which it has'),
+    (dict(paper='needs a GPU'), "why_missing names 'paper'; it takes paper_scale, demo, recorded"),
+])
+def test_a_reason_for_a_part_an_experiment_has_or_for_no_part_is_refused(
+        tmp_path, why_missing, message):
+    path = tmp_path / 'experiments.yml'
+    path.write_text(
+        yaml.safe_dump([
+            dict(
+                id='a',
+                paper='VECA',
+                item='x',
+                docs='README.md',
+                demo=['make x'],
+                why_missing=why_missing)
+        ]))
+    with pytest.raises(ValueError, match=f'experiments.yml: a: {message}'):
+        reproduce.load_experiments(str(path))
 
 
 def test_a_demo_run_makes_its_missing_prerequisites_first():
@@ -155,7 +288,7 @@ def test_unknown_ids_and_missing_scales_are_refused_with_what_exists():
     pending = run_tool_main(reproduce, 'weightformer-generation')
     assert pending.returncode == 1
     assert 'has no demo-scale commands; pending: outside the detection' in pending.stderr
-    only_demo = run_tool_main(reproduce, 'veca-interactions', '--scale', 'paper')
+    only_demo = run_tool_main(reproduce, 'veca-elastic-dense', '--scale', 'paper')
     assert only_demo.returncode == 1
     assert 'has no paper-scale commands (it runs at --scale demo)' in only_demo.stderr
     assert run_tool_main(reproduce).returncode == 1  # neither an id nor --list

@@ -1,5 +1,5 @@
 """VECA's cores, looked at: where they move across layers, what each attends to, how isotropic
-they are per layer, and the dense features as colours beside a teacher's.
+they are per layer, and the dense features as colours (PCA and UMAP) beside a teacher's.
 
 Writes into ``--out``:
 
@@ -11,10 +11,12 @@ Writes into ``--out``:
 - ``isotropy.png``: the cores' isotropy per block (:func:`mmlinear.visualization.core_isotropy`,
   the effective rank of their spread over its maximum; 1 is isotropic), mean and range over
   the images;
-- ``pca.png``: the first three principal components of the last block's patch features as
-  RGB (:func:`mmlinear.visualization.pca_rgb`), for VECA and, with ``--teacher``, a timm
-  ViT (the DINOv3 teacher) on the same images;
-- ``cores.json``: the numbers behind the figures.
+- ``features.png``: the last block's patch features as colours, for VECA and, with
+  ``--teacher``, a timm ViT (the DINOv3 teacher) on the same images, a column per
+  ``--projections``: their first three principal components as RGB
+  (:func:`mmlinear.visualization.pca_rgb`) beside a 3-D UMAP embedding as RGB
+  (:func:`mmlinear.visualization.umap_rgb`, umap-learn, seed 0, 15 neighbours);
+- ``cores.json``: the numbers behind the figures and the titles of the feature columns.
 
 Example:
     python tools/analysis_tools/analyze_cores.py configs/demo/veca-demo_shapes-cls.py \\
@@ -35,7 +37,10 @@ from mmengine.config import DictAction
 from torch import Tensor
 
 from mmlinear.apis import build_backbone, input_normalization, list_images, load_images
-from mmlinear.visualization import core_isotropy, pca_rgb, upsample_saliency
+from mmlinear.visualization import core_isotropy, pca_rgb, umap_rgb, upsample_saliency
+
+#: The projections of the dense features to colours, by the name ``--projections`` takes.
+PROJECTIONS = dict(pca=pca_rgb, umap=umap_rgb)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -47,7 +52,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--img-size', type=int, default=224)
     parser.add_argument('--active-cores', type=int, default=None, help='default: the model\'s')
     parser.add_argument('--grid-cores', type=int, default=8)
-    parser.add_argument('--teacher', default=None, help='a timm ViT name for the PCA column')
+    parser.add_argument(
+        '--projections',
+        nargs='+',
+        choices=list(PROJECTIONS),
+        default=list(PROJECTIONS),
+        help='how the dense features become colours, a column each (default: both)')
+    parser.add_argument(
+        '--teacher', default=None, help='a timm ViT name for the dense-feature columns')
     parser.add_argument('--teacher-checkpoint', default=None)
     parser.add_argument(
         '--teacher-options',
@@ -120,8 +132,8 @@ def draw_isotropy(isotropy: Tensor, path: str) -> None:
     save(fig, path)
 
 
-def draw_pca(images: List[np.ndarray], columns: List[tuple], path: str) -> None:
-    """columns: (title, (B, 3, H, W) colours upsampled to the images)."""
+def draw_features(images: List[np.ndarray], columns: List[tuple], path: str) -> None:
+    """columns: (model, projection, (B, 3, H, W) colours upsampled to the images)."""
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(
         len(images),
@@ -130,10 +142,10 @@ def draw_pca(images: List[np.ndarray], columns: List[tuple], path: str) -> None:
         squeeze=False)
     for b, image in enumerate(images):
         axes[b, 0].imshow(image)
-        for c, (title, colours) in enumerate(columns, start=1):
+        for c, (model, projection, colours) in enumerate(columns, start=1):
             axes[b, c].imshow(colours[b].permute(1, 2, 0).numpy())
             if b == 0:
-                axes[b, c].set_title(title, fontsize=7)
+                axes[b, c].set_title(f'{model}\n{projection.upper()}', fontsize=7)
     for ax in axes.flat:
         ax.axis('off')
     save(fig, path)
@@ -195,17 +207,21 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         for a in attention
     ]
     isotropy = core_isotropy(cores)  # (L, B)
-    columns = [(f'{osp.splitext(osp.basename(args.model))[0]} (K = {budget})', features)]
+    models = [(f'{osp.splitext(osp.basename(args.model))[0]} (K = {budget})', features)]
     if args.teacher:
-        columns.append((args.teacher, teacher_features(args, x)))
-    columns = [(title, F.interpolate(pca_rgb(f), size=x.shape[-2:], mode='nearest'))
-               for title, f in columns]
+        models.append((args.teacher, teacher_features(args, x)))
+    try:
+        columns = [(title, name,
+                    F.interpolate(PROJECTIONS[name](f), size=x.shape[-2:], mode='nearest'))
+                   for title, f in models for name in args.projections]
+    except ValueError as error:  # too few patches for UMAP's neighbourhood
+        raise SystemExit(f'--projections {" ".join(args.projections)}: {error}')
 
     os.makedirs(args.out, exist_ok=True)
     draw_trajectories(images, coords, osp.join(args.out, 'trajectories.png'))
     draw_attention_grid(images[0], maps, grid, osp.join(args.out, 'attention_grid.png'))
     draw_isotropy(isotropy, osp.join(args.out, 'isotropy.png'))
-    draw_pca(images, columns, osp.join(args.out, 'pca.png'))
+    draw_features(images, columns, osp.join(args.out, 'features.png'))
     displacement = (coords[-1] - coords[0]).norm(dim=-1)  # (B, K), in coordinate units
     result = dict(
         settings=vars(args),
@@ -215,11 +231,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         isotropy_per_block=isotropy.mean(1).tolist(),
         isotropy_per_block_and_image=isotropy.tolist(),
         mean_core_displacement=float(displacement.mean()),
+        feature_columns=[f'{title}, {name.upper()}' for title, name, _ in columns],
         core_coordinates=coords.tolist())
     with open(osp.join(args.out, 'cores.json'), 'w') as f:
         json.dump(result, f)
     print('isotropy per block: ' + ', '.join(f'{v:.3f}' for v in result['isotropy_per_block']))
-    print(f'wrote trajectories.png, attention_grid.png, isotropy.png, pca.png and cores.json '
+    print(f'wrote trajectories.png, attention_grid.png, isotropy.png, features.png and cores.json '
           f'to {args.out}')
 
 

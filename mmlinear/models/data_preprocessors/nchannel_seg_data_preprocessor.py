@@ -79,10 +79,11 @@ class NChannelSegDataPreprocessor(BaseDataPreprocessor):
         self.channel_conversion = bgr_to_rgb or rgb_to_bgr
         self._enable_normalize = mean is not None
         if self._enable_normalize:
+            # Checked on the given numbers, not the tensors: a model may be built on the meta
+            # device (to compare its keys and shapes), where a tensor's values cannot be read.
+            if 0 in (list(std) if isinstance(std, Sequence) else [std]):
+                raise ValueError(f'std divides, so none of its values may be 0; got {std!r}')
             mean, std = channel_values('mean', mean), channel_values('std', std)
-            if (std == 0).any():
-                raise ValueError(f'std divides, so none of its values may be 0; got '
-                                 f'{std.flatten().tolist()}')
             # Not saved in checkpoints: they come from the config, as mmseg's.
             self.register_buffer('mean', mean, persistent=False)
             self.register_buffer('std', std, persistent=False)

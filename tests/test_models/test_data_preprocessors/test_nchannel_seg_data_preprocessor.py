@@ -110,3 +110,10 @@ def test_bad_arguments_are_refused():
         NChannelSegDataPreprocessor()(dict(inputs=batch(3, (8, 8))['inputs']), training=True)
     with pytest.raises(ValueError, match=r'one size, got \[\(8, 8\), \(8, 9\)\]'):
         NChannelSegDataPreprocessor()(batch(3, (8, 8), (8, 9)))
+
+
+def test_builds_on_the_meta_device():
+    """Tools build a model on the meta device to compare a checkpoint's keys and shapes."""
+    with torch.device('meta'):
+        preprocessor = NChannelSegDataPreprocessor(mean=MEAN, std=[58.0, 57.0, 57.5])
+    assert preprocessor.std.shape == (3, 1, 1)

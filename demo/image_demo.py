@@ -11,6 +11,7 @@ Example (after ``make demo``):
 """
 import argparse
 import os.path as osp
+from typing import List, Optional
 
 import mmcv
 import torch
@@ -20,7 +21,7 @@ from mmengine.config import DictAction
 from mmlinear.apis import infer_image
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('img', help='image file')
     parser.add_argument('config', help='config of a classifier, detector or segmentor')
@@ -40,11 +41,11 @@ def parse_args() -> argparse.Namespace:
         nargs='+',
         action=DictAction,
         help='override config settings, e.g. model.test_cfg.rcnn.max_per_img=5')
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
     result = infer_image(
         args.img,
         args.config,

@@ -9,6 +9,7 @@ Examples:
 """
 import argparse
 import os
+from typing import List, Optional
 
 from mmengine.config import Config
 
@@ -17,7 +18,7 @@ from mmlinear.apis import load_config, toolbox_scope
 from mmlinear.cli import add_common_arguments, parse_tool_args, run_runner, set_work_dir
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Test a model (mmpretrain / mmdet / mmseg)')
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', help='checkpoint file')
@@ -27,7 +28,7 @@ def parse_args() -> argparse.Namespace:
         'label maps for mmseg')
     parser.add_argument('--show-dir', help='save images with drawn predictions here')
     add_common_arguments(parser)
-    return parse_tool_args(parser)
+    return parse_tool_args(parser, argv)
 
 
 def add_result_dump(cfg: Config, scope: str, out: str) -> None:
@@ -56,8 +57,8 @@ def add_visualization(cfg: Config, scope: str, show_dir: str) -> None:
         hook.update(draw=True, test_out_dir=show_dir)
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
     if not os.path.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
     cfg = load_config(args.config, args.cfg_options)

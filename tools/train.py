@@ -10,6 +10,7 @@ Examples:
 """
 import argparse
 import os
+from typing import List, Optional
 
 # Importing mmlinear applies its shims: safe checkpoint loading, mmlinear:: configs, atomic
 # checkpoints, resuming from the newest readable one, exact resumption.
@@ -19,7 +20,7 @@ from mmlinear.cli import (add_common_arguments, enable_amp, parse_tool_args, run
 from mmlinear.engine.hooks import REQUEUE_EXIT_CODE
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Train a model (mmpretrain / mmdet / mmseg)')
     parser.add_argument('config', help='config file')
     parser.add_argument(
@@ -43,7 +44,7 @@ def parse_args() -> argparse.Namespace:
         action='store_true',
         help='scale the learning rate by the actual batch size (auto_scale_lr in the config)')
     add_common_arguments(parser)
-    return parse_tool_args(parser)
+    return parse_tool_args(parser, argv)
 
 
 def set_preemption(cfg, preemptible: bool) -> None:
@@ -59,8 +60,8 @@ def set_preemption(cfg, preemptible: bool) -> None:
         hooks.pop('preemption')
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options)
     toolbox_scope(cfg)
     set_work_dir(cfg, args.work_dir, args.config)

@@ -36,9 +36,11 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
 
 
-def parse_tool_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """Parse the arguments and expose ``--local-rank`` as ``LOCAL_RANK``, as torchrun does."""
-    args = parser.parse_args()
+def parse_tool_args(parser: argparse.ArgumentParser,
+                    argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parse the arguments (``argv``, by default the command line's) and expose
+    ``--local-rank`` as ``LOCAL_RANK``, as torchrun does."""
+    args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 

@@ -136,7 +136,7 @@ def test_a_graph_that_holds_at_one_size_only_is_refused(tmp_path):
 
 def test_a_windowed_head_exports_at_one_size_only(tmp_path):
     """The demo UperNet's pyramid pooling over windows of 8 cells: a dynamic graph is refused
-    naming the two ways out; a static graph at 256 x 256 (a 16 x 16 top level, so windows
+    naming the two ways out; a static graph at 160 x 160 (a 10 x 10 top level, so windows
     smaller than the map) reproduces PyTorch's windowed logits."""
     cfg = demo_config('upernet_infvit-demo-linear_shapes-ade.py', 'infvit')
     torch.manual_seed(0)
@@ -147,10 +147,10 @@ def test_a_windowed_head_exports_at_one_size_only(tmp_path):
             ExportError,
             match=r'decode_head \(context_window=\(8, 8\)\).*without '
             r'--dynamic-shape.*context_window=whole'):
-        export_onnx(model, str(onnx_file), (256, 256), ['seg_logits'], dynamic=True)
+        export_onnx(model, str(onnx_file), (160, 160), ['seg_logits'], dynamic=True)
     assert not onnx_file.exists()
-    export_onnx(model, str(onnx_file), (256, 256), ['seg_logits'])
-    inputs = torch.randn(1, 3, 256, 256)
+    export_onnx(model, str(onnx_file), (160, 160), ['seg_logits'])
+    inputs = torch.randn(1, 3, 160, 160)
     assert compare_with_onnxruntime(model, str(onnx_file), inputs) < 1e-4
     with torch.no_grad():
         windowed = model(inputs)

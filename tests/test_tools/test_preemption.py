@@ -53,8 +53,10 @@ def train_images(data):
     return len(glob.glob(osp.join(data, 'cls', 'train', '*', '*.png')))
 
 
+# The demo classifier is checked as shipped by default (below); these runs of the tests' small
+# demos, with --run-slow.
 @pytest.mark.parametrize('demo', [
-    'cls',
+    pytest.param('cls', marks=pytest.mark.slow),
     pytest.param('veca-elastic', marks=pytest.mark.slow),
     pytest.param('veca-distill', marks=pytest.mark.slow),
     pytest.param('upernet', marks=pytest.mark.slow)
@@ -120,8 +122,8 @@ def shipped_cls_config(folder, data: str, at: int) -> str:
 
 @pytest.fixture(scope='module')
 def shipped_cls(tiny_data, tmp_path_factory):
-    """An iteration in the middle of epoch 2 and a function giving the final weights of an
-    uninterrupted run for a key of WORKERS (each trained once)."""
+    """An iteration in the middle of epoch 2, the iterations of an epoch and a function giving
+    the final weights of an uninterrupted run for a key of WORKERS (each trained once)."""
     per_epoch = math.ceil(train_images(tiny_data) / 64)  # the shipped batch size
     assert per_epoch >= 2
     at = per_epoch + per_epoch // 2
@@ -136,7 +138,7 @@ def shipped_cls(tiny_data, tmp_path_factory):
             uninterrupted[workers] = final_weights(work_dir)
         return uninterrupted[workers]
 
-    return at, expected
+    return at, per_epoch, expected
 
 
 CASES = [
@@ -155,7 +157,7 @@ CASES = [
 @pytest.mark.parametrize('signal_name, whole_group, workers', CASES)
 def test_a_signal_to_the_main_process_or_the_whole_group_checkpoints_and_resumes_exactly(
         signal_name, whole_group, workers, shipped_cls, tiny_data, tmp_path):
-    at, expected = shipped_cls
+    at, per_epoch, expected = shipped_cls
     config = shipped_cls_config(tmp_path, tiny_data, at)
     options = ['--cfg-options', *SHORT, *WORKERS[workers]]
     work_dir = str(tmp_path / 'preempted')
@@ -163,11 +165,13 @@ def test_a_signal_to_the_main_process_or_the_whole_group_checkpoints_and_resumes
         config, work_dir, at, tmp_path, *options, signal_name=signal_name, whole_group=whole_group)
     log = train(config, work_dir, tmp_path, '--resume', *options)
     assert f'resumed epoch: 1, iter: {at}' in log
+    assert f'skipping the {at - per_epoch} batches of epoch 2 trained before the checkpoint' \
+        in log
     assert_same_weights(final_weights(work_dir), expected(workers))
 
 
 @pytest.mark.slow
 def test_the_number_of_workers_and_their_persistence_change_no_weight(shipped_cls):
-    _, expected = shipped_cls
+    *_, expected = shipped_cls
     for workers in WORKERS:
         assert_same_weights(expected(workers), expected('no workers'))

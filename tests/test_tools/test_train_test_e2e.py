@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 import torch
+from analysis_tools_loader import load_tool
 from conftest import REPO_ROOT
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
@@ -193,39 +194,36 @@ def test_amp_on_cpu_trains(task, tiny_data, classifier, tmp_path):
     assert losses and all(math.isfinite(loss) for loss in losses)
 
 
-def test_bad_arguments_fail_clearly(tmp_path):
-    result = subprocess.run([sys.executable, 'tools/train.py', 'configs/nope.py'],
-                            cwd=REPO_ROOT,
-                            capture_output=True,
-                            text=True)
-    assert result.returncode != 0 and 'config file not found: configs/nope.py' in result.stderr
-    result = subprocess.run([
-        sys.executable, 'tools/test.py', f'{DEMO}/infvit-demo-linear_shapes-cls.py', 'missing.pth'
-    ],
-                            cwd=REPO_ROOT,
-                            capture_output=True,
-                            text=True)
-    assert result.returncode != 0 and 'checkpoint not found: missing.pth' in result.stderr
+@pytest.fixture
+def tool_main(monkeypatch):
+    """``main`` of tools/train.py or tools/test.py, run in this process (their refusals come
+    before any runner is built), with the ``LOCAL_RANK`` they set restored afterwards."""
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    monkeypatch.chdir(REPO_ROOT)
+    return lambda name, *args: load_tool(name, osp.join(REPO_ROOT, 'tools')).main(list(args))
+
+
+def test_bad_arguments_fail_clearly(tool_main):
+    with pytest.raises(FileNotFoundError, match='config file not found: configs/nope.py'):
+        tool_main('train', 'configs/nope.py')
+    with pytest.raises(FileNotFoundError, match='checkpoint not found: missing.pth'):
+        tool_main('test', f'{DEMO}/infvit-demo-linear_shapes-cls.py', 'missing.pth')
 
 
 @pytest.mark.parametrize('tool', ['train', 'test'])
-def test_config_pointing_at_missing_data_fails_before_building(tool, tmp_path):
+def test_config_pointing_at_missing_data_fails_before_building(tool, tool_main, tmp_path):
     config = det_config(tmp_path, str(tmp_path / 'nowhere'), str(tmp_path / 'unused.pth'))
-    args = ['tools/train.py', config] if tool == 'train' else [
-        'tools/test.py', config, str(tmp_path / 'unused.pth')
-    ]
     (tmp_path / 'unused.pth').write_bytes(b'')
-    result = subprocess.run(
-        [sys.executable] + args + ['--work-dir', str(tmp_path / 'w')],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True)
-    assert result.returncode != 0
-    assert 'the config points at data that does not exist' in result.stderr
+    args = [config] if tool == 'train' else [config, str(tmp_path / 'unused.pth')]
+    with pytest.raises(FileNotFoundError) as error:
+        tool_main(tool, *args, '--work-dir', str(tmp_path / 'w'))
+    message = str(error.value)
+    assert 'the config points at data that does not exist' in message
     loader = 'train_dataloader' if tool == 'train' else 'test_dataloader'
-    assert f'{loader}.dataset.data_root: {tmp_path}/nowhere/coco/' in result.stderr
-    assert f'{loader}.dataset.ann_file: {tmp_path}/nowhere/coco/annotations/' in result.stderr
-    assert 'make_tiny_datasets.py' in result.stderr
+    assert f'{loader}.dataset.data_root: {tmp_path}/nowhere/coco/' in message
+    assert f'{loader}.dataset.ann_file: {tmp_path}/nowhere/coco/annotations/' in message
+    assert 'make_tiny_datasets.py' in message
+    assert not (tmp_path / 'w').exists()
 
 
 def _distribution_installed(name: str) -> bool:

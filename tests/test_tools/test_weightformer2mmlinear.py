@@ -1,4 +1,7 @@
-"""tools/model_converters/weightformer2mmlinear.py: released layout -> mmlinear checkpoint."""
+"""tools/model_converters/weightformer2mmlinear.py: released layout -> mmlinear checkpoint.
+
+The converter runs in this process (a subprocess costs seconds of imports each), except once
+through its command line."""
 import importlib.util
 import os.path as osp
 import subprocess
@@ -6,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from mmengine.registry import MODELS, init_default_scope
 from released_layouts import fake_state, read_layout
@@ -18,8 +22,7 @@ HAS_SAFETENSORS = importlib.util.find_spec('safetensors') is not None
 
 
 def run_converter(src, dst):
-    return subprocess.run(
-        [sys.executable, SCRIPT, str(src), str(dst)], cwd=REPO_ROOT, capture_output=True, text=True)
+    return run_tool_main(load_tool('weightformer2mmlinear', osp.dirname(SCRIPT)), src, dst)
 
 
 @pytest.fixture(scope='module')
@@ -69,7 +72,14 @@ def test_convert_and_load(tmp_path, released, name, wrapper):
     src = tmp_path / name
     save_source(released, src, wrapper)
     dst = tmp_path / 'out' / 'wfm_t_mmlinear.pth'
-    result = run_converter(src, dst)
+    if wrapper is None and src.suffix == '.pth':  # once through the command line
+        result = subprocess.run(
+            [sys.executable, SCRIPT, str(src), str(dst)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True)
+    else:
+        result = run_converter(src, dst)
     assert result.returncode == 0, result.stdout + result.stderr
 
     ckpt = torch.load(str(dst), map_location='cpu', weights_only=True)

@@ -45,9 +45,8 @@ class StreamedDetectionMemory(NamedTuple):
     def total_bytes(self) -> int:
         """int: The larger of the backbone's phase and the heads' (with the map and the
         pyramid)."""
-        heads = self.backbone.input_bytes + self.backbone.output_bytes + self.pyramid_bytes + \
-            max(self.head_band_bytes, self.roi_bytes)
-        return max(self.backbone.total_bytes, heads)
+        return self.backbone.then_heads(self.pyramid_bytes +
+                                        max(self.head_band_bytes, self.roi_bytes))
 
     def describe(self) -> str:
         """str: The total and its parts, in GB."""

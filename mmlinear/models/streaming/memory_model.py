@@ -48,6 +48,19 @@ class StreamedMemory(NamedTuple):
         """int: Everything the forward holds at its peak."""
         return self.input_bytes + self.stream_bytes + self.output_bytes + self.band_bytes
 
+    def then_heads(self, head_bytes: int) -> int:
+        """The peak of a model whose heads run after this backbone: the larger of the
+        backbone's phase and the heads' (``head_bytes`` beside the input and the map the
+        backbone left; its stream is gone by then).
+
+        Args:
+            head_bytes (int): What the heads hold at their peak.
+
+        Returns:
+            int: Bytes.
+        """
+        return max(self.total_bytes, self.input_bytes + self.output_bytes + head_bytes)
+
     def describe(self) -> str:
         """str: The total and its parts, in GB."""
         return (f'{self.total_bytes / GB:.2f} GB (input {self.input_bytes / GB:.2f}, stream '

@@ -37,9 +37,7 @@ class StreamedSegmentationMemory(NamedTuple):
     @property
     def total_bytes(self) -> int:
         """int: The larger of the two phases (the head's with the whole-image outputs)."""
-        head_phase = self.backbone.input_bytes + self.backbone.output_bytes + \
-            self.head_band_bytes + self.output_bytes
-        return max(self.backbone.total_bytes, head_phase)
+        return self.backbone.then_heads(self.head_band_bytes + self.output_bytes)
 
     def describe(self) -> str:
         """str: The total and its parts, in GB."""

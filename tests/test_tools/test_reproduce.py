@@ -6,6 +6,7 @@ import shlex
 
 import modelindex
 import pytest
+import torch
 import yaml
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
@@ -131,6 +132,58 @@ def test_veca_resolution_sweeps_the_papers_probes_from_256_to_1024():
         Config.fromfile(osp.join(REPO_ROOT, c)).model.decode_head.in_channels for c in configs
     ]
     assert widths == [768, 768]
+
+
+def parse_analysis(command):
+    """The options an analysis command runs with, as its tool parses them (a checkpoint read
+    from a training's ``last_checkpoint`` stands as that file's path)."""
+    words = shlex.split(re.sub(r'\$\(cat (\S+)\)', r'\1', command))
+    assert words[0] == 'python' and words[1].startswith('tools/analysis_tools/'), command
+    tool = load_tool(osp.splitext(osp.basename(words[1]))[0])
+    return tool.parse_args(words[2:])
+
+
+def test_attention_quality_at_paper_scale_scores_the_papers_three_imagenet_classifiers():
+    """Softmax, Pure and Linear InfViT-4L as infsa-imagenet trains them, on ImageNet-1K val
+    with its boxes, each checkpoint the one its training writes."""
+    commands = EXPERIMENTS['infsa-attention-quality']['paper_scale']
+    trainings = [c for c in commands if c.startswith('bash tools/dist_train.sh')]
+    assert set(trainings) <= set(EXPERIMENTS['infsa-imagenet']['paper_scale'])
+    evaluations = [parse_analysis(c) for c in commands if c not in trainings]
+    assert [a.config for a in evaluations] == [
+        f'configs/infvit/infvit-4l-{attn}_16xb64_in1k.py' for attn in ('softmax', 'pure', 'linear')
+    ]
+    checkpoints = [osp.join(reproduce.work_folder(t), 'last_checkpoint') for t in trainings]
+    assert [a.checkpoint for a in evaluations] == checkpoints
+    for args in evaluations:
+        assert args.images == ['data/imagenet/val'] and args.img_size == 224
+        assert args.saliency == 'attention' and args.max_images is None
+
+
+def test_weightformer_speed_at_paper_scale_times_both_on_a_gpu_up_to_1248(monkeypatch):
+    command, = EXPERIMENTS['weightformer-speed-vs-deit']['paper_scale']
+    # The tool refuses --device cuda where there is none, as here.
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    args = parse_analysis(command)
+    assert args.models == ['weightformer-t', 'deit-t-sdpa'] and args.device == 'cuda'
+    assert args.resolutions[0] == 224 and args.resolutions[-1] == 1248
+    assert args.batch_sizes == [1] and args.dtypes == ['fp32'] and args.modes == ['forward']
+
+
+def test_veca_core_analyses_at_paper_scale_read_veca_b_from_its_pascal_context_probe():
+    """The probe is veca-dense-probes' run; the preset takes its backbone keys (the same as
+    the probe's frozen VECA-B), beside the DINOv3 ViT-B/16 teacher."""
+    training, analysis = EXPERIMENTS['veca-core-analyses']['paper_scale']
+    assert training in EXPERIMENTS['veca-dense-probes']['paper_scale']
+    assert 'linear-probe_veca-base-frozen_8xb2-40k_pascal-context-59' in training
+    args = parse_analysis(analysis)
+    assert args.model == 'veca-base' and args.img_size == 512
+    assert args.checkpoint == osp.join(reproduce.work_folder(training), 'last_checkpoint')
+    # The teacher's weights where the distillation configs read them.
+    teacher = Config.fromfile(
+        osp.join(REPO_ROOT, 'configs/_base_/models/veca-distill_dinov3-vitb16.py')).model.teacher
+    assert args.teacher == teacher.model_name.split('/')[-1]
+    assert args.teacher_checkpoint == teacher.checkpoint_path
 
 
 def test_the_list_covers_the_three_papers_and_every_experiment():

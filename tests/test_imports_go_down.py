@@ -31,6 +31,7 @@ MODEL_FLOORS = {
     'utils': 0,
     'streaming': 1,
     'data_preprocessors': 1,
+    'losses': 1,
     'layers': 2,
     'backbones': 3,
     'necks': 3,

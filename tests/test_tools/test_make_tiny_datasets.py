@@ -114,6 +114,27 @@ def test_the_continuous_large_scene_is_written_as_the_library_draws_it(tmp_path)
     np.testing.assert_array_equal(bands[3], bands[:3].max(0))
 
 
+def test_the_large_training_scenes_are_continuous_scenes_in_the_ade_layout(tiny_data):
+    """ade_large/{images,annotations}/training: the label maps of the continuous scenes that
+    the split's stream seeds, at their full side, beside .jpg images of that side."""
+    import numpy as np
+    from PIL import Image
+
+    from mmlinear.utils.large_shape_scenes import ContinuousScene
+    generator = load_tool('make_tiny_datasets', osp.dirname(SCRIPT))
+    root = osp.join(tiny_data, 'ade_large')
+    names = sorted(os.listdir(osp.join(root, 'annotations', 'training')))
+    assert len(names) == 6  # the fixture's --scale gives the smallest split
+    rng = generator.split_rng(0, list(generator.SPLITS).index('ade_large'), 0)
+    size = generator.LARGE_TRAINING_SCENE
+    for name in names:
+        scene = list(ContinuousScene(size, seed=int(rng.randint(2**31))))
+        labels = np.asarray(Image.open(osp.join(root, 'annotations', 'training', name)))
+        np.testing.assert_array_equal(labels, np.concatenate([band.labels for band in scene]))
+        image = Image.open(osp.join(root, 'images', 'training', name.replace('.png', '.jpg')))
+        assert image.size == (size, size) and image.mode == 'RGB'
+
+
 def test_pairs_labels_say_whether_another_disc_has_the_colour(tiny_data):
     """Recomputed from each scene: the discs (connected label regions), their colours (the
     nearest palette colour to the image inside them), and from those the label each must
@@ -217,7 +238,8 @@ def test_the_v2_split_is_in_imagenet_v2_layout_each_folder_its_class_shifted(tin
     import numpy as np
     from PIL import Image
     generator = load_tool('make_tiny_datasets', osp.dirname(SCRIPT))
-    assert list(generator.SPLITS)[-1] == 'cls_v2'  # last: the other sets keep their streams
+    # Added last: the other sets keep their streams.
+    assert list(generator.SPLITS)[-2:] == ['cls_v2', 'ade_large']
     v2_root = osp.join(tiny_data, 'cls_v2', 'test')
     assert sorted(os.listdir(v2_root)) == ['0', '1', '2']
     areas, noise = {'v2': [], 'val': []}, {'v2': [], 'val': []}

@@ -20,6 +20,11 @@ The sets under ``--out`` (default ``data/shapes``):
   segmentation with polygons (mmdet CocoDataset).
 - ``ade/{images,annotations}/{training,validation}``: the same kind of scenes as .jpg images and
   .png label maps (0 background, 1 circle, 2 square, 3 triangle; mmseg BaseSegDataset).
+- ``ade_large/{images,annotations}/training``: larger training scenes for crops of several
+  sizes at the native scale (``LARGE_TRAINING_SCENE`` x ``LARGE_TRAINING_SCENE`` pixels):
+  continuous scenes drawn by the large scene's rules (below: a background colour per
+  128 x 128 block, shapes of the same sizes anywhere, across the blocks' borders), as .jpg
+  images and .png label maps in the ``ade`` layout; the ``ade`` validation split serves them.
 - ``pairs/{images,annotations}/{training,validation}``: a segmentation whose labels need the
   whole image: 3-5 discs of one size, each filled with one of 6 colours, more than a 16-pixel
   patch apart; a disc's pixels are 1 ("paired") when another disc in the image has its colour
@@ -60,7 +65,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmlinear.utils.atomic_write import atomic_output
-from mmlinear.utils.large_shape_scenes import LARGE_SCENE_KINDS, SCENE_SIZE, large_scene_bands
+from mmlinear.utils.large_shape_scenes import (LARGE_SCENE_KINDS, SCENE_SIZE, ContinuousScene,
+                                               large_scene_bands)
 # The shapes' classes, upright rotations, polygons and scenes, shared with the benchmark's large
 # scene.
 from mmlinear.utils.shape_geometry import SHAPE_CLASSES as CLASSES
@@ -203,6 +209,32 @@ def write_seg_split(root: str, split: str, count: int,
 def make_ade(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
     """ADE-style images (.jpg) and label maps (.png, 0 = background)."""
     write_seg_split(root, split, count, lambda: demo_scene(rng, 128)[:2])
+
+
+#: Side of the ``ade_large`` training scenes: room for crops of 128 to 256 px at many places.
+LARGE_TRAINING_SCENE = 384
+
+
+def continuous_training_scene(rng: np.random.RandomState,
+                              size: int) -> Tuple[Image.Image, np.ndarray]:
+    """One continuous scene (:class:`ContinuousScene`) of ``size`` x ``size`` pixels, whole.
+
+    Args:
+        rng (np.random.RandomState): The stream that draws the scene's seed.
+        size (int): Side in pixels.
+
+    Returns:
+        tuple[Image.Image, np.ndarray]: The RGB image and its (size, size) uint8 label map.
+    """
+    bands = list(ContinuousScene(size, seed=int(rng.randint(2**31))))
+    image = np.concatenate([band.image for band in bands])
+    return Image.fromarray(image), np.concatenate([band.labels for band in bands])
+
+
+def make_ade_large(root: str, split: str, count: int, rng: np.random.RandomState) -> None:
+    """Continuous ``LARGE_TRAINING_SCENE``-pixel scenes in the ADE layout."""
+    write_seg_split(root, split, count,
+                    lambda: continuous_training_scene(rng, LARGE_TRAINING_SCENE))
 
 
 PAIR_CLASSES = ('background', 'paired', 'single')
@@ -408,9 +440,13 @@ SPLITS = {
         'training': 2400,
         'validation': 120
     }),
-    # Last: a set's streams follow its position, so every set above keeps its bytes.
+    # Added last, in this order: a set's streams follow its position, so every set above
+    # keeps its bytes.
     'cls_v2': (make_classification_v2, {
         'test': 300
+    }),
+    'ade_large': (make_ade_large, {
+        'training': 80
     }),
 }
 
@@ -447,7 +483,7 @@ def main() -> None:
         print(f'[{time.time() - start:5.1f}s] wrote {paths[0]} and {paths[1]}')
         return
     args.out = args.out or 'data/shapes'
-    settings = dict(seed=args.seed, scale=args.scale, version=10)
+    settings = dict(seed=args.seed, scale=args.scale, version=11)
     stamp = osp.join(args.out, STAMP)
     if not args.force and osp.exists(stamp):
         with open(stamp) as f:

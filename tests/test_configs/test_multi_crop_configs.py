@@ -1,0 +1,105 @@
+"""The multi-crop recipes (docs/large_images.md, "Sixth measurement"): one crop of several
+sizes per sample, cut at the native scale, batched with padding that the backbone and the
+losses leave out."""
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO_ROOT
+from mmcv.transforms import Compose
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+from mmengine.structures import PixelData
+from mmseg.apis import init_model
+from mmseg.structures import SegDataSample
+from PIL import Image
+
+DEMO = 'configs/demo/upernet_infvit-demo-linear_multi-crop_shapes-ade.py'
+PAPER = 'configs/infvit/upernet_infvit-4l-linear_multi-crop_8xb2-160k_ade20k-512x512.py'
+IGNORE = 255
+
+
+def crop_sizes(pipeline):
+    """The (h, w) crops of the pipeline's RandomChoice, one per candidate."""
+    choice, = [step for step in pipeline if step['type'] == 'RandomChoice']
+    return [
+        tuple(crop['crop_size']) for candidate in choice['transforms'] for crop in candidate
+        if crop['type'] == 'RandomCrop'
+    ]
+
+
+@pytest.mark.parametrize(('path', 'sizes'), [(DEMO, (128, 192, 256)), (PAPER, (512, 768, 1024))])
+def test_the_recipe_crops_each_listed_size_and_pads_batches_to_the_largest(path, sizes):
+    cfg = Config.fromfile(osp.join(REPO_ROOT, path))
+    assert crop_sizes(cfg.train_dataloader.dataset.pipeline) == [(s, s) for s in sizes]
+    preprocessor = cfg.model.data_preprocessor
+    assert preprocessor.size is None and max(sizes) % preprocessor.size_divisor == 0
+    # Validation and the head's window stay those of the base recipe's crop.
+    assert tuple(cfg.crop_size) == (sizes[0], sizes[0])
+
+
+def coordinate_scene(path, size=384):
+    """A PNG whose pixels spell their own row and column (R = row // 2, G = column // 2,
+    B = the parities), and a label map of (row + column) mod 4."""
+    rows, cols = np.indices((size, size))
+    rgb = np.stack([rows // 2, cols // 2, (rows % 2) * 2 + cols % 2], -1).astype(np.uint8)
+    Image.fromarray(rgb).save(path / 'scene.png')
+    Image.fromarray(((rows + cols) % 4).astype(np.uint8)).save(path / 'labels.png')
+
+
+def test_the_demo_crops_are_windows_of_the_scene_at_its_scale(tmp_path):
+    """Each sample is a crop of one of the sizes whose pixels are consecutive rows and columns
+    of the scene (a horizontal flip reverses the columns): nothing is rescaled."""
+    coordinate_scene(tmp_path)
+    cfg = Config.fromfile(osp.join(REPO_ROOT, DEMO))
+    init_default_scope('mmseg')
+    pipeline = Compose(cfg.train_dataloader.dataset.pipeline)
+    np.random.seed(0)
+    seen = set()
+    for _ in range(15):
+        sample = pipeline(
+            dict(
+                img_path=str(tmp_path / 'scene.png'),
+                seg_map_path=str(tmp_path / 'labels.png'),
+                reduce_zero_label=False,
+                seg_fields=[]))
+        bgr = sample['inputs'].numpy().astype(int)  # (3, h, w), mmcv's BGR
+        rows = 2 * bgr[2] + bgr[0] // 2
+        cols = 2 * bgr[1] + bgr[0] % 2
+        height, width = rows.shape
+        seen.add((height, width))
+        assert (np.diff(rows, axis=0) == 1).all()
+        steps = np.unique(np.diff(cols, axis=1))
+        assert len(steps) == 1 and abs(steps[0]) == 1
+        labels = sample['data_samples'].gt_sem_seg.data[0].numpy()
+        assert (labels == (rows + cols) % 4).all()
+    assert seen == {(s, s) for s in (128, 192, 256)}
+
+
+def test_a_batch_of_mixed_crops_reaches_the_backbone_masked_and_the_loss_ignores_padding():
+    cfg = Config.fromfile(osp.join(REPO_ROOT, DEMO))
+    cfg.model.backbone.init_cfg = None
+    model = init_model(cfg, None, device='cpu')
+    generator = torch.Generator().manual_seed(0)
+    inputs, samples = [], []
+    for size in (128, 192):
+        inputs.append(
+            torch.randint(0, 256, (3, size, size), generator=generator, dtype=torch.uint8))
+        sample = SegDataSample()
+        sample.gt_sem_seg = PixelData(
+            data=torch.randint(0, 4, (1, size, size), generator=generator))
+        sample.set_metainfo(dict(img_shape=(size, size), ori_shape=(size, size)))
+        samples.append(sample)
+    data = model.data_preprocessor(dict(inputs=inputs, data_samples=samples), training=True)
+    batch, samples = data['inputs'], data['data_samples']
+    assert batch.shape == (2, 3, 192, 192)
+    expected_mask = torch.ones(2, 192, 192, dtype=torch.bool)
+    expected_mask[0, :128, :128] = False
+    expected_mask[1] = False
+    assert torch.equal(batch.padding_mask, expected_mask)
+    labels = samples[0].gt_sem_seg.data[0]
+    assert (labels[expected_mask[0]] == IGNORE).all() and (labels[:128, :128] < 4).all()
+    assert tuple(samples[0].img_shape) == (128, 128)
+    losses = model.loss(batch, samples)
+    assert all(torch.isfinite(value) for key, value in losses.items() if 'loss' in key)

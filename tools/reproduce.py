@@ -251,16 +251,17 @@ def describe(experiment: dict) -> str:
 def missing_report(experiments: Dict[str, dict]) -> str:
     """``--list --missing``: each experiment that lacks something, with what and why, then a
     count of the lacks and of those without a reason."""
-    lines, count, unexplained = [], 0, 0
+    lines, count, lacking, unexplained = [], 0, 0, 0
     for experiment_id, experiment in experiments.items():
         lacks = missing_parts(experiment)
         if lacks:
             lines.append(experiment_id)
             lines += [f'    {lack}' for lack in lacks]
+            lacking += 1
         count += len(lacks)
         unexplained += sum(lack.endswith('(no reason given)') for lack in lacks)
-    lines.append(f'{count} missing in {sum(bool(missing_parts(e)) for e in experiments.values())}'
-                 f' of {len(experiments)} experiments; {unexplained} without a reason given')
+    lines.append(f'{count} missing in {lacking} of {len(experiments)} experiments; '
+                 f'{unexplained} without a reason given')
     return '\n'.join(lines)
 
 

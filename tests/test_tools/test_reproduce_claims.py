@@ -1,6 +1,7 @@
 """The papers' claims in tools/reproduce_experiments.yml: each has one id and one experiment, its
 numbers are where the registry prints them from, ``--list``, ``--list --missing`` and
-``--claims`` show what each has or lacks."""
+``--claims`` show what each has or lacks, and docs/reproduce.md's "Claims" table is the
+registry's."""
 import os.path as osp
 import re
 
@@ -216,6 +217,18 @@ def test_the_missing_summary_counts_the_claims():
     # Every incomplete claim is named under its experiment.
     for (experiment, claim), parts in zip(CLAIMS, lacks):
         assert bool(parts) == any(line.startswith(f'    claim {claim["id"]}: ') for line in report)
+
+
+def test_the_claims_table_of_the_docs_is_the_registrys():
+    with open(osp.join(REPO_ROOT, 'docs', 'reproduce.md')) as f:
+        text = f.read()
+    begin = text.index(reproduce.CLAIMS_TABLE_BEGIN)
+    end = text.index(reproduce.CLAIMS_TABLE_END) + len(reproduce.CLAIMS_TABLE_END)
+    assert text[begin:end] == reproduce.claims_markdown(EXPERIMENTS), \
+        'regenerate it: python tools/reproduce.py --claims --markdown'
+    assert text[:begin].rstrip().endswith('fails when it differs.')
+    printed = run_tool_main(reproduce, '--claims', '--markdown')
+    assert printed.returncode == 0 and printed.stdout.rstrip('\n') == text[begin:end]
 
 
 def test_the_claims_view_lists_every_claim_and_markdown_needs_it():

@@ -366,6 +366,44 @@ def test_memory_model_covers_every_live_tensor(build, compute_dtype):
         assert predicted.stream_bytes == full.stream_bytes  # the stream stays float32
 
 
+#: Two blocks at the width of the S presets (WeightFormer's second block is dynamic), where the
+#: per-token terms weigh as they do in the released models.
+S_WIDTH = {
+    InfViT: dict(embed_dims=384, num_layers=2, num_heads=6, feedforward_channels=1536),
+    WeightFormer: dict(embed_dims=384, num_layers=2, feedforward_channels=1536),
+    VECA: dict(embed_dims=384, num_layers=2, num_heads=6, feedforward_channels=1024),
+}
+
+
+@pytest.mark.parametrize('backbone, options', [(InfViT, {}), (InfViT, dict(context_window=8)),
+                                               (WeightFormer, {}), (VECA, {})])
+@pytest.mark.parametrize('compute_dtype', [None, torch.bfloat16])
+def test_memory_model_per_band_token_follows_the_code(backbone, options, compute_dtype):
+    """What the model counts per band token is between what the code holds per band token
+    and twice that. The code's figure is measured, not counted: the growth of the
+    profiler's live peak from a band of 8 patch rows to one of 16 (each in its own autocast
+    context, after a first run that leaves every cache warm), per token added. Adding a
+    per-token tensor to a block without counting it fails the lower bound; a count that
+    drifts far above what the code holds fails the upper one (measured here: 1.2 to 1.8
+    times)."""
+    model = randomised(
+        backbone(arch=S_WIDTH[backbone], patch_size=16, out_type='featmap', **options)).float()
+    x = image((1, 3, 32 * 16, 8 * 16), torch.float32)  # 32 x 8 patches
+
+    def live_peak(band_rows):
+        with torch.no_grad(), torch.autocast(
+                'cpu', dtype=torch.bfloat16, enabled=compute_dtype is not None):
+            return live_tensor_peak(lambda: model.forward_streamed(x, band_rows=band_rows))
+
+    live_peak(8)
+    held = (live_peak(16) - live_peak(8)) / (8 * 8)
+    counted = (model.predict_streamed_memory(x.shape, band_rows=16,
+                                             compute_dtype=compute_dtype).band_bytes -
+               model.predict_streamed_memory(x.shape, band_rows=8,
+                                             compute_dtype=compute_dtype).band_bytes) / (8 * 8)
+    assert held <= counted <= 2 * held
+
+
 @pytest.mark.parametrize('build', [infvit, weightformer, veca])
 @pytest.mark.parametrize('compute_dtype', [None, torch.bfloat16])
 def test_memory_model_covers_the_patch_embedding_of_a_band(build, compute_dtype):

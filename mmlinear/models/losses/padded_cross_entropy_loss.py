@@ -11,9 +11,11 @@ from mmlinear.registry import MODELS
 class PaddedCrossEntropyLoss(CrossEntropyLoss):
     """mmseg's softmax ``CrossEntropyLoss`` whose class-weighted mean skips ignored pixels.
 
-    Given class weights and no ``avg_factor``, mmseg's ``cross_entropy`` divides by the class
-    weights of all labels, looked up one by one, the ignored ones included: a batch of crops
-    of several sizes, padded with label 255 (``ignore_index``), raises an IndexError there.
+    Given class weights and no ``avg_factor``, mmseg 1.2.2's ``cross_entropy`` divides by the
+    class weights of all labels, looked up one by one, the ignored ones included: a batch of
+    crops of several sizes, padded with label 255 (``ignore_index``), raises an IndexError
+    there (onedl-mmsegmentation 1.4.2 looks up the labelled pixels only, as this class does,
+    and gives the same loss).
     This passes the divisor itself: the class weights of the pixels not ignored, summed. Where
     no pixel is ignored that is mmseg's divisor (a batch of one crop size trains as with
     ``CrossEntropyLoss``); otherwise the loss is the weighted mean over the labelled pixels,

@@ -196,11 +196,12 @@ def windowed_pyramid_pooling(branches: nn.ModuleList, band: Tensor, band_start: 
         areas = (row_highs - row_lows)[:, None, :, None] * (col_highs - col_lows)[None, :, None]
         output = None
         for k in range(len(row_lows)):
-            top, bottom = sums.index_select(2, row_lows[k]), sums.index_select(2, row_highs[k])
+            # Advanced indexing: index_select on the last dimension was slower on CPU (about
+            # 2x for a 128 x 128 map).
+            top, bottom = sums[:, :, row_lows[k]], sums[:, :, row_highs[k]]
             for m in range(len(col_lows)):
                 c0, c1 = col_lows[m], col_highs[m]
-                box = bottom.index_select(3, c1) - top.index_select(3, c1) - \
-                    bottom.index_select(3, c0) + top.index_select(3, c0)
+                box = bottom[..., c1] - top[..., c1] - bottom[..., c0] + top[..., c0]
                 term = project((box / areas[k, m]).to(band.dtype)) * weights[k, m]
                 output = term if output is None else output + term
         outputs.append(output)

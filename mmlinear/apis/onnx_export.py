@@ -291,24 +291,28 @@ def check_size_independent_modules(model: nn.Module) -> None:
     """Refuse a dynamic graph of a model whose modules choose their computation by the input's
     size in a way the exporter cannot keep.
 
-    ``ContextWindowUPerHead`` with a window pools the whole map where the map fits in the
-    window and windows of it where it does not: the traced graph would keep the branch of the
-    traced size (its condition is an inequality, which the graph does not check) and compute
-    the other sizes' values wrongly.
+    InfViT's Linear-InfSA context window (``backbone.context_window``) sums each token's
+    window over the image's valid rows and columns, which it reads as plain integers (the
+    valid extents of a padded batch): the traced graph would keep the traced size's windows.
+    Modules whose window holds at every size say so (``window_exports_at_every_size``):
+    ``ContextWindowUPerHead``, whose windowed pooling, taken at every size while exporting, is
+    the whole map's pooling where the map fits in the window.
 
     Raises:
         ExportError: Naming the modules and the two ways that export them.
     """
     windowed = [(name, module.context_window) for name, module in model.named_modules()
-                if getattr(module, 'context_window', None) is not None]
+                if getattr(module, 'context_window', None) is not None
+                and not getattr(module, 'window_exports_at_every_size', False)]
     if windowed:
         where = ', '.join(f'{name or "the model"} (context_window={window})'
                           for name, window in windowed)
-        raise ExportError(f'{where} pools a window of the map or the whole map by the input\'s '
-                          f'size, which a dynamic graph cannot hold: export without '
-                          f'--dynamic-shape (a graph for one size, the windows included), or '
-                          f'with the whole map\'s pooling at every size (--cfg-options '
-                          f'model.decode_head.context_window=whole)')
+        # The wrapper's ``model`` (TensorOutputModel) is the config's, so names are its keys.
+        whole = ' '.join(f'{name}.context_window=whole' for name, _ in windowed)
+        raise ExportError(f'{where} takes a window of the input by its size, which a dynamic '
+                          f'graph cannot hold: export without --dynamic-shape (a graph for one '
+                          f'size, the windows included), or with the whole input\'s context at '
+                          f'every size (--cfg-options {whole})')
 
 
 def check_size_specialisation(program: torch.export.ExportedProgram, shape: Tuple[int,

@@ -16,6 +16,7 @@ from mmlinear.apis.onnx_export import (ExportError, adaptive_avg_pool2d_any_size
                                        build_export_model, check_export_shape, check_onnx_graph,
                                        check_opset, compare_with_onnxruntime, export_onnx,
                                        output_names, required_divisor)
+from mmlinear.models.utils.windowed_pyramid_pooling import windowed_pyramid_pooling
 
 # The demo widths with two blocks (WeightFormer's second block is its dynamic one): the graph
 # has every layer type and traces in seconds.
@@ -42,8 +43,8 @@ CASES = {
     'veca-cls': ('veca-demo_shapes-cls.py', 'veca', {
         'model.backbone.active_cores': 16
     }, (40, 56), [(1, 64, 64), (3, 72, 36)]),
-    # The demo UperNets pool their pyramid over windows, which a dynamic graph cannot hold
-    # (test_a_windowed_head_exports_at_one_size_only): these graphs pool the whole map.
+    # The demo UperNets with mmseg's pooling of the whole map; their own, over windows:
+    # test_dynamic_graph_of_a_windowed_head_holds_within_and_beyond_the_window.
     'infvit-upernet': ('upernet_infvit-demo-linear_shapes-ade.py', 'infvit', WHOLE_MAP_POOLING,
                        (96, 80), [(1, 128, 128), (2, 72, 112)]),
     'weightformer-upernet': ('upernet_weightformer-demo_shapes-ade.py', 'weightformer',
@@ -69,8 +70,9 @@ def demo_config(name: str, backbone: str = None, overrides: dict = None) -> Conf
 
 
 #: Cases run with --run-slow only: their backbones' graphs are checked by their classifier
-#: cases, and the UperNet's by InfViT's.
-SLOW_CASES = ('veca-upernet', 'weightformer-upernet')
+#: cases, the UperNet's by InfViT's with its window (windowed_upernet), which differs in the
+#: pyramid pooling only (the whole map's adaptive pooling: WeightFormer's classifier).
+SLOW_CASES = ('infvit-upernet', 'veca-upernet', 'weightformer-upernet')
 
 
 @pytest.fixture(
@@ -134,29 +136,88 @@ def test_a_graph_that_holds_at_one_size_only_is_refused(tmp_path):
     assert (tmp_path / 'x.onnx').exists()
 
 
-def test_a_windowed_head_exports_at_one_size_only(tmp_path):
-    """The demo UperNet's pyramid pooling over windows of 8 cells: a dynamic graph is refused
-    naming the two ways out; a static graph at 160 x 160 (a 10 x 10 top level, so windows
-    smaller than the map) reproduces PyTorch's windowed logits."""
-    cfg = demo_config('upernet_infvit-demo-linear_shapes-ade.py', 'infvit')
+#: The demo UperNet's head window, 8 x 8 cells of its stride-16 top level, is 128 x 128 px.
+#: The graph is traced where the window holds the map (96 x 80 px: 6 x 5 cells) and checked
+#: where it holds the map, equals it, exceeds it on both sides and on one side only.
+WINDOWED_UPERNET_SIZES = [(1, 64, 96), (1, 128, 128), (2, 224, 160), (1, 96, 208)]
+
+
+@pytest.fixture(scope='module')
+def windowed_upernet(tmp_path_factory):
+    """The demo UperNet with its head's context window, and its dynamic ONNX file."""
     torch.manual_seed(0)
-    model = build_export_model(cfg)
+    model = build_export_model(demo_config('upernet_infvit-demo-linear_shapes-ade.py', 'infvit'))
     assert model.model.decode_head.context_window == (8, 8)
-    onnx_file = tmp_path / 'upernet.onnx'
+    onnx_file = str(tmp_path_factory.mktemp('onnx') / 'upernet-windowed.onnx')
+    export_onnx(model, onnx_file, (96, 80), ['seg_logits'], dynamic=True)
+    return model, onnx_file
+
+
+@pytest.mark.parametrize('batch, height, width', WINDOWED_UPERNET_SIZES)
+def test_dynamic_graph_of_a_windowed_head_holds_within_and_beyond_the_window(
+        windowed_upernet, batch, height, width):
+    """ONNX Runtime gives PyTorch's logits at every size: the whole map's pooling where the
+    window holds the map, the windows' where it does not (which differ from the whole map's
+    there, so the graph is not the whole map's pooling at every size)."""
+    model, onnx_file = windowed_upernet
+    inputs = torch.randn(batch, 3, height, width)
+    assert compare_with_onnxruntime(model, onnx_file, inputs) < 1e-4
+    if max(height, width) > 128:
+        head = model.model.decode_head
+        with torch.no_grad():
+            windowed = model(inputs)
+            head.context_window = 'whole'
+            try:
+                whole_map = model(inputs)
+            finally:
+                head.context_window = 8
+        assert (windowed - whole_map).abs().max() > 1e-3
+
+
+class WindowedPooling(nn.Module):
+    """Pyramid pooling of 1 x 1 and 3 x 3 bins on the image itself over windows of 4 x 3
+    pixels, resized as with and without ``align_corners``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList(
+            nn.Sequential(nn.AdaptiveAvgPool2d(bins), nn.Conv2d(3, 2, 1)) for bins in (1, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        H, W = x.shape[2:]
+        pooled = []
+        for align_corners in (False, True):
+            pooled += windowed_pyramid_pooling(self.branches, x, 0, (0, H), (H, W), (4, 3),
+                                               align_corners)
+        return torch.cat(pooled, 1)
+
+
+def test_windowed_pooling_graph_holds_down_to_one_pixel(tmp_path):
+    """Traced with the window inside the map, the graph holds where the map is smaller than
+    the window on either side, down to one pixel (a one-cell resize with ``align_corners``),
+    and where it is larger."""
+    torch.manual_seed(0)
+    model = WindowedPooling().eval()
+    onnx_file = str(tmp_path / 'pooling.onnx')
+    export_onnx(model, onnx_file, (6, 5), ['pooled'], dynamic=True)
+    for batch, height, width in [(2, 6, 5), (1, 1, 1), (1, 2, 7), (1, 4, 3), (3, 11, 9)]:
+        inputs = torch.randn(batch, 3, height, width)
+        assert compare_with_onnxruntime(model, onnx_file, inputs) < 1e-5, (height, width)
+
+
+def test_a_windowed_backbone_exports_at_one_size_only(tmp_path):
+    """InfViT's Linear-InfSA window reads the image's extents as integers: a dynamic graph is
+    refused naming the two ways out."""
+    cfg = demo_config('infvit-demo-linear_shapes-cls.py', 'infvit',
+                      {'model.backbone.context_window': 4})
+    model = build_export_model(cfg)
+    onnx_file = tmp_path / 'infvit.onnx'
     with pytest.raises(
             ExportError,
-            match=r'decode_head \(context_window=\(8, 8\)\).*without '
-            r'--dynamic-shape.*context_window=whole'):
-        export_onnx(model, str(onnx_file), (160, 160), ['seg_logits'], dynamic=True)
+            match=r'^model\.backbone \(context_window=\(4, 4\)\) .*without --dynamic-shape'
+            r'.*--cfg-options model\.backbone\.context_window=whole\)$'):
+        export_onnx(model, str(onnx_file), (64, 64), ['cls_score'], dynamic=True)
     assert not onnx_file.exists()
-    export_onnx(model, str(onnx_file), (160, 160), ['seg_logits'])
-    inputs = torch.randn(1, 3, 160, 160)
-    assert compare_with_onnxruntime(model, str(onnx_file), inputs) < 1e-4
-    with torch.no_grad():
-        windowed = model(inputs)
-        model.model.decode_head.context_window = 'whole'
-        whole_map = model(inputs)
-    assert (windowed - whole_map).abs().max() > 1e-3  # the graph holds the windows
 
 
 def test_static_graph_takes_the_traced_size(tmp_path):

@@ -7,6 +7,7 @@ from mmseg.models.decode_heads import UPerHead
 from torch import Tensor, nn
 
 from mmlinear.registry import MODELS
+from mmlinear.utils.ext_loader import exporting
 from ..utils.windowed_pyramid_pooling import (ContextWindow, check_context_window,
                                               windowed_pyramid_pooling)
 
@@ -32,6 +33,9 @@ class ContextWindowUPerHead(UPerHead):
             is the whole map. Settable on a built head too.
         **kwargs: ``pool_scales`` and the rest of mmseg's ``UPerHead``.
     """
+
+    #: A dynamic ONNX graph holds the window at every size (see :meth:`psp_forward`).
+    window_exports_at_every_size = True
 
     def __init__(self, context_window: ContextWindow = None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -59,7 +63,9 @@ class ContextWindowUPerHead(UPerHead):
         x = inputs[-1]
         H, W = x.shape[2:]
         window = self.context_window
-        if window is None or (window[0] >= H and window[1] >= W):
+        # While exporting, the windowed pooling at every size (a window at least the map's size
+        # is the whole map): a choice by the size would keep the traced size's in the graph.
+        if window is None or (not exporting() and window[0] >= H and window[1] >= W):
             return super().psp_forward(inputs)
         pooled = windowed_pyramid_pooling(self.psp_modules, x, 0, (0, H), (H, W), window,
                                           self.align_corners)

@@ -44,7 +44,8 @@ def check_context_window(
     return int(sides[0]), int(sides[1])
 
 
-def window_starts(positions: Tensor, length: int, window: int) -> Tensor:
+def window_starts(positions: Tensor, length: Union[int, torch.SymInt],
+                  window: Union[int, torch.SymInt]) -> Tensor:
     """The first cell of the window each position sees along one axis.
 
     The window of ``window`` cells (at most ``length``) has the position at its cell
@@ -53,13 +54,14 @@ def window_starts(positions: Tensor, length: int, window: int) -> Tensor:
 
     Args:
         positions (Tensor): (P, ) int64 positions on the axis.
-        length (int): The axis' length.
-        window (int): The window's length along the axis.
+        length (int | SymInt): The axis' length (symbolic in a graph traced for any size).
+        window (int | SymInt): The window's length along the axis.
 
     Returns:
         Tensor: (P, ) int64 window starts.
     """
-    window = min(window, length)
+    # sym_min, not min: a traced graph keeps it as a minimum instead of a branch on the size.
+    window = torch.sym_min(window, length)
     return (positions - (window - 1) // 2).clamp(0, length - window)
 
 
@@ -89,7 +91,7 @@ class WindowBins(NamedTuple):
 
 
 def window_bins(positions: Tensor,
-                length: int,
+                length: Union[int, torch.SymInt],
                 window: int,
                 bins: int,
                 align_corners: bool,
@@ -104,7 +106,7 @@ def window_bins(positions: Tensor,
 
     Args:
         positions (Tensor): (P, ) int64 positions on the axis.
-        length (int): The axis' length.
+        length (int | SymInt): The axis' length (symbolic in a graph traced for any size).
         window (int): The window's length along the axis (at most ``length`` is used).
         bins (int): The pooling's output size along the axis.
         align_corners (bool): The resize's ``align_corners``.
@@ -114,10 +116,15 @@ def window_bins(positions: Tensor,
     Returns:
         WindowBins: K = min(2, bins) bins per position.
     """
-    window = min(window, length)
+    window = torch.sym_min(window, length)
     starts = window_starts(positions, length, window)
     identity = torch.eye(bins, dtype=dtype)[None]  # (1, bins, bins): one bin per channel
-    resize = F.interpolate(identity, size=window, mode='linear', align_corners=align_corners)[0]
+    # With align_corners a resize to one cell reads bin 0, as the first cell of any longer
+    # resize does; resizing to at least 2 cells keeps a traced graph off the one-cell case,
+    # which it would compute as 0 / 0 (a window of one cell at a size traced with more).
+    size = torch.sym_max(window, 2) if align_corners else window
+    resize = F.interpolate(
+        identity, size=size, mode='linear', align_corners=align_corners)[0, :, :window]
     weights, index = resize.topk(min(2, bins), dim=0)  # (K, window): the non-zero weights first
     cells = positions - starts
     index, weights = index[:, cells], weights[:, cells].double()
@@ -139,6 +146,10 @@ def windowed_pyramid_pooling(branches: nn.ModuleList, band: Tensor, band_start: 
     This equals ``PPM`` run on each window alone, up to rounding; a window of the map's size
     is ``PPM`` on the whole map.
 
+    The computation branches on no size: with the whole map as the band, ``hw_shape`` may be
+    symbolic (a graph traced for every size, in which a window of ``min(window, H)`` rows
+    and ``min(window, W)`` columns is the whole map wherever the map is smaller).
+
     Args:
         branches (nn.ModuleList): mmseg's ``PPM``: per scale an ``nn.Sequential`` of
             ``AdaptiveAvgPool2d`` and the 1 x 1 ``ConvModule``.
@@ -154,11 +165,15 @@ def windowed_pyramid_pooling(branches: nn.ModuleList, band: Tensor, band_start: 
         list[Tensor]: Per branch (B, channels, span rows, W), in the band's dtype.
     """
     H, W = hw_shape
-    needed = window_span(span, H, window[0])
-    if band.shape[3] != W or band_start > needed[0] or band_start + band.shape[2] < needed[1]:
-        raise ValueError(f'the band (rows {band_start}-{band_start + band.shape[2]}, '
-                         f'{band.shape[3]} columns) must cover rows {needed[0]}-{needed[1]} and '
-                         f'the {W} columns of the map for output rows {span[0]}-{span[1]}')
+    # The whole map needs no check (and compares no symbolic sizes, which would be branches).
+    if band_start != 0 or tuple(band.shape[2:]) != (H, W) or tuple(span) != (0, H):
+        needed = window_span(span, H, window[0])
+        if band.shape[3] != W or band_start > needed[0] or \
+                band_start + band.shape[2] < needed[1]:
+            raise ValueError(f'the band (rows {band_start}-{band_start + band.shape[2]}, '
+                             f'{band.shape[3]} columns) must cover rows {needed[0]}-{needed[1]} '
+                             f'and the {W} columns of the map for output rows '
+                             f'{span[0]}-{span[1]}')
     rows, columns = torch.arange(*span), torch.arange(W)
     with autocast_disabled(band.device.type):
         # Running sums with a leading zero row and column: a box's sum is four reads.
@@ -170,19 +185,24 @@ def windowed_pyramid_pooling(branches: nn.ModuleList, band: Tensor, band_start: 
         bins = (size, size) if isinstance(size, int) else tuple(size)
         row_bins = window_bins(rows, H, window[0], bins[0], align_corners, band.dtype)
         col_bins = window_bins(columns, W, window[1], bins[1], align_corners, band.dtype)
+        row_lows = (row_bins.lows - band_start).to(band.device)
+        row_highs = (row_bins.highs - band_start).to(band.device)
+        col_lows, col_highs = col_bins.lows.to(band.device), col_bins.highs.to(band.device)
+        # Per pair (k, m) of a row bin and a column bin, (K, M, P, W): the weights of the
+        # bins' projections and the boxes' areas. A pair of bins that no position
+        # interpolates has weight 0 everywhere and adds exactly 0; it is not skipped, which
+        # would depend on the data.
+        weights = (row_bins.weights[:, None, :, None] * col_bins.weights[None, :, None, :]).to(band)
+        areas = (row_highs - row_lows)[:, None, :, None] * (col_highs - col_lows)[None, :, None]
         output = None
-        for k in range(len(row_bins.weights)):
-            r0 = (row_bins.lows[k] - band_start).to(band.device)
-            r1 = (row_bins.highs[k] - band_start).to(band.device)
-            for m in range(len(col_bins.weights)):
-                # A pair of bins that no position interpolates has weight 0 everywhere and
-                # adds exactly 0; it is not skipped, which would depend on the data.
-                weight = row_bins.weights[k][:, None] * col_bins.weights[m][None]
-                c0, c1 = col_bins.lows[m].to(band.device), col_bins.highs[m].to(band.device)
-                top, bottom = sums[:, :, r0], sums[:, :, r1]
+        for k in range(len(row_lows)):
+            # Advanced indexing: index_select on the last dimension was slower on CPU (about
+            # 2x for a 128 x 128 map).
+            top, bottom = sums[:, :, row_lows[k]], sums[:, :, row_highs[k]]
+            for m in range(len(col_lows)):
+                c0, c1 = col_lows[m], col_highs[m]
                 box = bottom[..., c1] - top[..., c1] - bottom[..., c0] + top[..., c0]
-                area = (r1 - r0)[:, None] * (c1 - c0)[None]
-                term = project((box / area).to(band.dtype)) * weight.to(band)
+                term = project((box / areas[k, m]).to(band.dtype)) * weights[k, m]
                 output = term if output is None else output + term
         outputs.append(output)
     return outputs

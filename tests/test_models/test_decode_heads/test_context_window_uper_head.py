@@ -6,7 +6,7 @@ import torch
 from mmengine.registry import init_default_scope
 from mmseg.models.decode_heads import UPerHead
 
-from mmlinear.models.decode_heads import ContextWindowUPerHead
+from mmlinear.models.decode_heads import ContextWindowUPerHead, context_window_uper_head
 from mmlinear.models.utils.windowed_pyramid_pooling import windowed_pyramid_pooling
 from mmlinear.registry import MODELS
 
@@ -92,6 +92,41 @@ def test_window_holding_the_map_is_uperhead(window):
     ]
     with torch.no_grad():
         assert torch.equal(head(levels), plain(levels))
+
+
+@pytest.mark.parametrize('window', [(13, 11), (20, 40), (13, 64)])
+@pytest.mark.parametrize('align_corners', [False, True])
+def test_windows_holding_the_map_are_ppm_on_the_whole_map(window, align_corners):
+    """The windowed pooling with a window at least the map's size (as an exported graph
+    computes it at such sizes): mmseg's PPM on the whole map, up to rounding."""
+    head = window_head(None, align_corners)
+    x = torch.randn(2, 6, 13, 11, dtype=torch.float64)
+    with torch.no_grad():
+        outputs = windowed_pyramid_pooling(head.psp_modules, x, 0, (0, 13), (13, 11), window,
+                                           align_corners)
+        expected = head.psp_modules(x)
+    for out, ref in zip(outputs, expected):
+        torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_while_exporting_the_head_pools_windows_that_hold_the_map_as_uperhead(monkeypatch):
+    """While a graph is exported the head takes its windowed pooling at every size; where the
+    window holds the map it is mmseg's UPerHead (the same weights) up to rounding."""
+    head = window_head(64)
+    torch.manual_seed(0)
+    plain = randomised(UPerHead(**HEAD))
+    plain.load_state_dict(head.state_dict())
+    levels = [
+        torch.randn(2, 4, 26, 22, dtype=torch.float64),
+        torch.randn(2, 6, 13, 11, dtype=torch.float64)
+    ]
+    calls = []
+    monkeypatch.setattr(context_window_uper_head, 'windowed_pyramid_pooling',
+                        lambda *args: calls.append(args) or windowed_pyramid_pooling(*args))
+    monkeypatch.setattr(context_window_uper_head, 'exporting', lambda: True)
+    with torch.no_grad():
+        torch.testing.assert_close(head(levels), plain(levels), rtol=1e-10, atol=1e-10)
+    assert len(calls) == 1
 
 
 def test_window_changes_the_output_and_is_settable_on_a_built_head():

@@ -16,6 +16,7 @@ reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
 #: the command's --out.
 RECORDED_COUNTS = {
     'veca-attention-flops-resolution': 'work_dirs/reproduce/veca-interactions/block_flops.md',
+    'infvit-depth-efficiency': 'work_dirs/reproduce/infsa-energy/depth_flops.md',
 }
 
 

@@ -21,7 +21,8 @@ from mmlinear.models.streaming.band_planner import BandPlan
 from mmlinear.models.utils.windowed_pyramid_pooling import WHOLE_MAP
 from .batch_run import BatchResult, StopSignals, run_batch
 from .config_loading import SCOPES, load_config, toolbox_scope
-from .flops import count_attention_interactions, count_flops, count_params, count_patch_tokens
+from .flops import (count_attention_interactions, count_block_flops, count_flops, count_params,
+                    count_patch_tokens)
 from .image_batch import collect_inputs, output_names
 from .image_inference import IMAGE_TASKS, ImageInferenceResult, ImageTask, detect_task, infer_image
 from .images import IMAGE_EXTENSIONS, list_images, load_images
@@ -36,8 +37,8 @@ __all__ = [
     'IMAGENET_STD', 'IMAGE_EXTENSIONS', 'IMAGE_TASKS', 'ImageInferenceResult', 'ImageTask',
     'SCOPES', 'StopSignals', 'WHOLE_MAP', 'backbone_config', 'band_planner', 'build_backbone',
     'build_classifier', 'collect_inputs', 'convert_vit_checkpoint', 'count_attention_interactions',
-    'count_flops', 'count_params', 'count_patch_tokens', 'detect_task', 'infer_image',
-    'input_normalization', 'list_images', 'load_config', 'load_images', 'open_image',
+    'count_block_flops', 'count_flops', 'count_params', 'count_patch_tokens', 'detect_task',
+    'infer_image', 'input_normalization', 'list_images', 'load_config', 'load_images', 'open_image',
     'output_names', 'plan_large_image', 'run_batch', 'save_converted', 'toolbox_scope'
 ]
 

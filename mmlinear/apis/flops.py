@@ -1,6 +1,6 @@
 """Parameter, FLOP and attention-interaction counts of a backbone; FLOPs on fake tensors so that
 any resolution is cheap."""
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -20,6 +20,23 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def _flop_counts(model: nn.Module, resolution: int, batch: int) -> Dict[str, Dict[Any, int]]:
+    """The counter's FLOPs of one forward pass on a fake input, by module and operator: the
+    whole pass under ``'Global'``, each module under its class name then its attribute path
+    (``'VECA.blocks.0.attn'``); see :func:`count_flops`."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    # Real weights with a fake input: every activation is fake, so nothing is allocated.
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.zeros(batch, 3, resolution, resolution)
+        with counter, torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+            model(x)
+    return counter.get_flop_counts()
+
+
 def count_flops(model: nn.Module, resolution: int, batch: int = 1) -> int:
     """FLOPs of one forward pass on a ``batch x 3 x resolution x resolution`` fake input.
 
@@ -37,17 +54,62 @@ def count_flops(model: nn.Module, resolution: int, batch: int = 1) -> int:
     Returns:
         int: Matmul and convolution FLOPs (2 per multiply-add).
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.utils.flop_counter import FlopCounterMode
+    return sum(_flop_counts(model, resolution, batch)['Global'].values())
 
-    counter = FlopCounterMode(display=False)
-    # Real weights with a fake input: every activation is fake, so nothing is allocated.
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        x = torch.zeros(batch, 3, resolution, resolution)
-        with counter, torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
-            model(x)
-    return counter.get_total_flops()
+
+def backbone_blocks(model: nn.Module) -> Tuple[str, nn.ModuleList]:
+    """The blocks of a backbone and the attribute that holds them.
+
+    Args:
+        model (nn.Module): An mmlinear backbone (``blocks``) or mmpretrain's
+            ``VisionTransformer`` (``layers``).
+
+    Returns:
+        tuple[str, nn.ModuleList]: The attribute name and the blocks.
+
+    Raises:
+        ValueError: A backbone with neither.
+    """
+    for name in ('blocks', 'layers'):
+        blocks = getattr(model, name, None)
+        if isinstance(blocks, nn.ModuleList):
+            return name, blocks
+    raise ValueError(f'{type(model).__name__} has no blocks (a ModuleList blocks or layers) '
+                     'to count one of')
+
+
+def count_block_flops(model: nn.Module,
+                      resolution: int,
+                      index: int = 0,
+                      batch: int = 1) -> Tuple[int, Optional[int]]:
+    """FLOPs of one block within a forward pass of the whole backbone, and of its attention.
+
+    Counted as :func:`count_flops` counts the whole pass (the same fake-input run), on the
+    tokens the block sees there: VECA's K cores and N patches, a ViT's class token and N
+    patches.
+
+    Args:
+        model (nn.Module): The backbone, in eval mode (see :func:`backbone_blocks`).
+        resolution (int): Square input side in pixels.
+        index (int): Which block, from 0. Defaults to 0.
+        batch (int): Batch size. Defaults to 1.
+
+    Returns:
+        tuple[int, int | None]: The block's FLOPs and those of its attention module
+        (``attn``; None for a block without one, such as WeightFormer's).
+
+    Raises:
+        ValueError: A backbone without blocks, or an index outside them.
+    """
+    name, blocks = backbone_blocks(model)
+    if not 0 <= index < len(blocks):
+        raise ValueError(f'block {index} of {type(model).__name__}: it has {len(blocks)} blocks, '
+                         f'0 to {len(blocks) - 1}')
+    counts = _flop_counts(model, resolution, batch)
+    # The counter names a module by the root's class name and its attribute path.
+    prefix = f'{type(model).__name__}.{name}.{index}'
+    attention = sum(counts[f'{prefix}.attn'].values()) if hasattr(blocks[index], 'attn') else None
+    return sum(counts[prefix].values()), attention
 
 
 def count_attention_interactions(model: nn.Module, resolution: int,

@@ -62,6 +62,11 @@ BACKBONE_PRESETS: Dict[str, dict] = {
     _mmpretrain_vit('deit-tiny'),
     'deit-s-sdpa':
     _mmpretrain_vit('deit-small'),
+    # ViT-B/16, VECA-B's width, depth and MLP cost (its SwiGLU's 3 x 2048 matches 2 x 3072):
+    # the softmax block VECA's attention-block FLOPs are set against (DINOv3-B's shape, less
+    # its four register tokens).
+    'vit-b-sdpa':
+    _mmpretrain_vit('base'),
 }
 
 

@@ -1,6 +1,7 @@
 import pytest
+from torch import nn
 
-from mmlinear.apis import build_backbone, count_flops, count_params
+from mmlinear.apis import build_backbone, count_block_flops, count_flops, count_params
 
 RESOLUTIONS = (64, 128, 192, 256)  # multiples of 32: WeightFormer's 2x2 pooling is exact
 
@@ -42,3 +43,28 @@ def test_counts_match_the_reference_measurements():
     assert count_flops(wf, 1248) / 2e9 == pytest.approx(34.78, abs=1e-2)
     assert count_flops(deit, 512) / 2e9 == pytest.approx(10.43, abs=1e-2)
     assert count_params(wf) == 6_881_184
+
+
+def test_one_block_and_its_attention_are_counted_within_the_forward():
+    """mmpretrain's ViT at width C = 32 (MLP hidden 2 C) on T = N + 1 = 17 tokens: the
+    attention's four projections 8 T C^2 and its scores and weighted sums 4 T^2 C, the MLP
+    8 T C^2; the blocks and the patch projection make up the whole pass."""
+    vit = build_backbone('vit-test-sdpa')
+    vit.eval()
+    C, T = 32, 17
+    attention = 8 * T * C**2 + 4 * T**2 * C
+    assert count_block_flops(vit, 64) == (attention + 8 * T * C**2, attention)
+    assert count_block_flops(vit, 64, index=1) == count_block_flops(vit, 64)
+    patch_projection = 2 * 16 * 3 * 16 * 16 * C
+    assert count_flops(vit, 64) == 2 * count_block_flops(vit, 64)[0] + patch_projection
+
+
+def test_a_block_without_attention_or_out_of_range_is_told():
+    weightformer = build_backbone('weightformer-test')
+    weightformer.eval()
+    flops, attention = count_block_flops(weightformer, 64)
+    assert flops > 0 and attention is None
+    with pytest.raises(ValueError, match='it has 2 blocks, 0 to 1'):
+        count_block_flops(weightformer, 64, index=2)
+    with pytest.raises(ValueError, match='Linear has no blocks'):
+        count_block_flops(nn.Linear(2, 2), 64)

@@ -1,9 +1,42 @@
+import functools
 import json
+import os.path as osp
+import shlex
+import tempfile
+from typing import List, Tuple
 
 import pytest
 from analysis_tools_loader import load_tool
+from conftest import REPO_ROOT
 
 get_flops = load_tool('get_flops')
+reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
+
+#: Claims whose demo figure is a table of a registry command of get_flops.py: the claim and
+#: the command's --out.
+RECORDED_COUNTS = {
+    'veca-attention-flops-resolution': 'work_dirs/reproduce/veca-interactions/block_flops.md',
+    'infvit-depth-efficiency': 'work_dirs/reproduce/infsa-energy/depth_flops.md',
+}
+
+
+@functools.lru_cache(maxsize=None)
+def registry_run(claim_id: str) -> Tuple[dict, dict, List[str], List[dict]]:
+    """Run the registry's demo command of get_flops.py that makes the claim's figure, into a
+    temporary folder instead: the claim's experiment and the claim, the tables the command
+    wrote and its rows."""
+    experiment, claim = next((e, c) for e, c in reproduce.all_claims(reproduce.load_experiments())
+                             if c['id'] == claim_id)
+    command = next(c for c in experiment['demo']
+                   if reproduce.work_folder(c) == RECORDED_COUNTS[claim_id])
+    argv = shlex.split(command)[2:]
+    written = osp.join(tempfile.mkdtemp(), 'flops.md')
+    argv[argv.index('--out') + 1] = written
+    get_flops.main(argv)
+    with open(written) as f:
+        tables = f.read().split('\n\n')
+    with open(osp.splitext(written)[0] + '.json') as f:
+        return experiment, claim, tables, json.load(f)
 
 
 def test_cli_writes_the_markdown_table_beside_the_references(tmp_path, capsys):
@@ -50,6 +83,29 @@ def test_veca_budgets_give_interactions_and_flops_per_budget(tmp_path):
     assert '| 1,050,625 | 0.0 % |' in table[4]
 
 
+def test_block_table_gives_one_block_and_its_attention(tmp_path):
+    out = tmp_path / 'blocks.md'
+    get_flops.main([
+        '--models', 'vit-test-sdpa', 'weightformer-test', '--resolutions', '64', '--block', '1',
+        '--out',
+        str(out)
+    ])
+    tables = out.read_text().split('\n\n')
+    assert len(tables) == 2 and tables[0].startswith('| model | resolution | cores K |')
+    # mmpretrain's ViT, width 32, MLP 64, 16 patches and a class token: 315,520 FLOPs, of
+    # which its attention 176,256 (see tests/test_apis/test_flops.py).
+    assert tables[1].splitlines()[0] == ('| model | resolution | cores K | tokens (patches + '
+                                         'extra) | block 1 GFLOPs | its attention GFLOPs |')
+    assert tables[1].splitlines()[2] == '| vit-test-sdpa | 64 | - | 17 | 0.000 | 0.000 |'
+    assert tables[1].splitlines()[3].endswith('| - |')  # WeightFormer's blocks have none
+    rows = json.loads((tmp_path / 'blocks.json').read_text())
+    assert (rows[0]['block'], rows[0]['block_tokens'], rows[0]['block_flops'],
+            rows[0]['block_attention_flops']) == (1, 17, 315_520, 176_256)
+    assert rows[1]['block_attention_flops'] is None
+    with pytest.raises(SystemExit, match='block 2 of VisionTransformer: it has 2 blocks'):
+        get_flops.main(['--models', 'vit-test-sdpa', '--resolutions', '64', '--block', '2'])
+
+
 @pytest.mark.parametrize('argv,message', [
     (['--models', 'veca-small', '--active-cores', '12'], r'8, 16, 24, 32, 40, 48, 56, 64'),
     (['--models', 'weightformer-test', '--active-cores', '8'
@@ -63,3 +119,26 @@ def test_bad_budgets_are_refused_with_the_allowed_values(argv, message):
 def test_a_resolution_below_one_patch_is_refused():
     with pytest.raises(SystemExit, match='--resolutions must be >= 16'):
         get_flops.main(['--resolutions', '8'])
+
+
+@pytest.mark.parametrize('claim_id', RECORDED_COUNTS)
+def test_the_recorded_counts_are_those_the_registry_command_prints(claim_id):
+    """The table of the claim's demo figure, whole, as its command writes it today."""
+    experiment, claim, tables, _ = registry_run(claim_id)
+    recorded = claim['recorded']
+    table = next(t for t in tables if recorded['shows'] in t)
+    section = reproduce.section_text(experiment['docs'], recorded['section'])
+    assert ' '.join(table.split()) in section
+
+
+def test_veca_base_attention_costs_less_than_softmax_from_384_px_and_the_block_from_512():
+    """What configs/veca/README.md says of the block table."""
+    *_, rows = registry_run('veca-attention-flops-resolution')
+    veca = {r['resolution']: r for r in rows if r['model'] == 'veca-base'}
+    vit = {r['resolution']: r for r in rows if r['model'] == 'vit-b-sdpa'}
+    cheaper_attention = [
+        r for r in veca if veca[r]['block_attention_flops'] < vit[r]['block_attention_flops']
+    ]
+    cheaper_block = [r for r in veca if veca[r]['block_flops'] < vit[r]['block_flops']]
+    assert cheaper_attention == [384, 512, 768, 1024]
+    assert cheaper_block == [512, 768, 1024]

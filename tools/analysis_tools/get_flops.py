@@ -11,6 +11,10 @@ with one class token on the same N patches. VECA runs at every core budget of
 ``--active-cores`` (its interactions are ``2 N K + K^2``, so at 512 px, N = 1024 and K = 64 it
 scores 87.1 % fewer than the dense ViT).
 
+With ``--block I``, also the FLOPs of block I alone and of its attention, counted within the
+same forward pass (:func:`mmlinear.apis.count_block_flops`), in a second table: VECA-B's
+core-periphery block against a softmax ViT-B block of the same width, over resolution.
+
 Prints and writes (``--out``, markdown) a table beside the numbers the papers state or that
 were counted on the official code (``REFERENCE_NUMBERS``), and a JSON file next to it.
 
@@ -19,6 +23,8 @@ Examples:
         weightformer-t deit-t-sdpa --resolutions 224 512 1024 --out work_dirs/flops/flops.md
     python tools/analysis_tools/get_flops.py --models veca-base --resolutions 512 \\
         --active-cores 8 16 32 64
+    python tools/analysis_tools/get_flops.py --models veca-base vit-b-sdpa \\
+        --resolutions 256 384 512 768 1024 --block 0
 """
 import argparse
 import json
@@ -26,8 +32,8 @@ import os
 import os.path as osp
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from mmlinear.apis import (build_backbone, count_attention_interactions, count_flops, count_params,
-                           count_patch_tokens)
+from mmlinear.apis import (build_backbone, count_attention_interactions, count_block_flops,
+                           count_flops, count_params, count_patch_tokens)
 from mmlinear.utils.progress import ProgressETA
 
 # (preset, resolution) -> (value, unit, source). Sources: 'paper' (stated in the paper; params
@@ -81,13 +87,16 @@ def interaction_text(per_layer: Sequence[int]) -> str:
 
 def measure(models: Sequence[str],
             resolutions: Sequence[int],
-            active_cores: Optional[Sequence[int]] = None) -> List[dict]:
+            active_cores: Optional[Sequence[int]] = None,
+            block: Optional[int] = None) -> List[dict]:
     """Params, FLOPs and attention interactions of every model at every resolution (and,
     for backbones with a core budget, every budget of ``active_cores``), with the
-    reference numbers.
+    reference numbers; with ``block``, also the FLOPs of that block and of its attention
+    (``block_flops``, ``block_attention_flops``) and the tokens it sees (``block_tokens``).
 
     Raises:
-        ValueError: An unknown preset, or a budget the backbone does not accept.
+        ValueError: An unknown preset, a budget the backbone does not accept, or a block it
+            does not have.
     """
     backbones = {name: build_backbone(name) for name in models}
     # The reference numbers were counted at each backbone's own budget.
@@ -115,18 +124,25 @@ def measure(models: Sequence[str],
                 per_layer = count_attention_interactions(model, resolution)
                 num_patches = count_patch_tokens(model, resolution)
                 flops = count_flops(model, resolution)
-                rows.append(
-                    dict(
-                        model=name,
-                        resolution=resolution,
-                        active_cores=budget,
-                        tokens=num_patches,
-                        params=params,
-                        flops=flops,
-                        interactions_per_layer=per_layer,
-                        dense_vit_interactions=dense_interactions(num_patches),
-                        reference=(reference_text(name, resolution)
-                                   if budget == default_budgets[name] else '-')))
+                row = dict(
+                    model=name,
+                    resolution=resolution,
+                    active_cores=budget,
+                    tokens=num_patches,
+                    params=params,
+                    flops=flops,
+                    interactions_per_layer=per_layer,
+                    dense_vit_interactions=dense_interactions(num_patches),
+                    reference=(reference_text(name, resolution)
+                               if budget == default_budgets[name] else '-'))
+                if block is not None:
+                    block_flops, attention_flops = count_block_flops(model, resolution, block)
+                    row.update(
+                        block=block,
+                        block_tokens=num_patches + model.num_extra_tokens,
+                        block_flops=block_flops,
+                        block_attention_flops=attention_flops)
+                rows.append(row)
                 budget_text = '' if budget is None else f' K={budget}'
                 progress.step(f'{name}{budget_text} {resolution}px: {params / 1e6:.2f} M params, '
                               f'{flops / 1e9:.2f} GFLOPs')
@@ -149,6 +165,22 @@ def markdown_table(rows: List[dict]) -> str:
         lines.append(f'| {r["model"]} | {r["resolution"]} | {r["active_cores"] or "-"} | '
                      f'{r["tokens"]:,} | {r["params"] / 1e6:.2f} | {r["flops"] / 1e9:,.2f} | '
                      f'{r["flops"] / 2e9:,.2f} | {counts} | {saving} | {r["reference"]} |')
+    return '\n'.join(lines) + '\n'
+
+
+def block_table(rows: List[dict]) -> str:
+    """A markdown table of one block's FLOPs and its attention's, per model and resolution
+    (the rows of :func:`measure` with ``block``)."""
+    lines = [
+        f'| model | resolution | cores K | tokens (patches + extra) | block {rows[0]["block"]} '
+        'GFLOPs | its attention GFLOPs |', '|---|---|---|---|---|---|'
+    ]
+    for r in rows:
+        attention = r['block_attention_flops']
+        attention_text = '-' if attention is None else f'{attention / 1e9:,.3f}'
+        lines.append(f'| {r["model"]} | {r["resolution"]} | {r["active_cores"] or "-"} | '
+                     f'{r["block_tokens"]:,} | {r["block_flops"] / 1e9:,.3f} | '
+                     f'{attention_text} |')
     return '\n'.join(lines) + '\n'
 
 
@@ -175,6 +207,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=None,
         help='markdown file to write (a .json with the raw numbers goes '
         'beside it)')
+    parser.add_argument(
+        '--block',
+        type=int,
+        default=None,
+        help='also count this block (0 is the first) alone and its attention, in a second '
+        'table')
     args = parser.parse_args(argv)
     if min(args.resolutions) < 16:
         raise SystemExit('--resolutions must be >= 16 (one patch)')
@@ -186,10 +224,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from mmengine.logging import MMLogger
     MMLogger.get_instance('mmlinear_get_flops', log_level='WARNING')
     try:
-        rows = measure(args.models, args.resolutions, args.active_cores)
+        rows = measure(args.models, args.resolutions, args.active_cores, args.block)
     except ValueError as error:
         raise SystemExit(str(error))
     table = markdown_table(rows)
+    if args.block is not None:
+        table += '\n' + block_table(rows)
     print(table)
     if args.out:
         os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)

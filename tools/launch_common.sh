@@ -97,11 +97,18 @@ requeue_on_stop() {
     exit "$STATUS"
 }
 
-# wait_passing_signals_then_requeue WHAT: wait_passing_signals for srun (its pid in SRUN_PID),
-# then requeue_on_stop WHAT.
-wait_passing_signals_then_requeue() {
-    wait_passing_signals "$SRUN_PID"
-    requeue_on_stop "$1"
+# srun_requeueing PARTITION JOB_NAME WHAT [srun options] -- TOOL [tool args]: srun_tool with
+# the warning --signal=USR1@SIGNAL_SECONDS (default 120; exit 2 unless 0-65535), in the
+# background (srun_tool's exec makes $! srun itself) so that this shell can pass on the
+# signals; then wait_passing_signals and requeue_on_stop WHAT.
+srun_requeueing() {
+    local partition=$1 job_name=$2 what=$3
+    shift 3
+    SIGNAL_SECONDS=${SIGNAL_SECONDS:-120}
+    check_seconds SIGNAL_SECONDS 65535
+    srun_tool "$partition" "$job_name" --signal=USR1@"$SIGNAL_SECONDS" "$@" &
+    wait_passing_signals $!
+    requeue_on_stop "$what"
 }
 
 # check_seconds NAME [MAX]: exit 2 unless the variable NAME holds a whole number of seconds
@@ -112,10 +119,4 @@ check_seconds() {
         echo "$name must be a whole number of seconds${max:+, 0-$max}, got '$value'" >&2
         exit 2
     fi
-}
-
-# check_signal_seconds: exit 2 unless SIGNAL_SECONDS is a whole number of seconds, 0-65535
-# (srun's --signal takes no more).
-check_signal_seconds() {
-    check_seconds SIGNAL_SECONDS 65535
 }

@@ -2,6 +2,8 @@
 
     python tools/reproduce.py --list                     # every experiment, and what it has
     python tools/reproduce.py --list --missing           # what each still lacks, and why
+    python tools/reproduce.py --claims                   # each claim of the papers, its status
+    python tools/reproduce.py --claims --markdown        # the same as docs/reproduce.md's table
     python tools/reproduce.py ID --scale demo            # run it on the bundled data, CPU
     python tools/reproduce.py ID --scale demo --dry-run  # print what that would run
     python tools/reproduce.py ID --scale paper           # print the paper-scale commands
@@ -12,7 +14,9 @@
 The experiments, their commands and what each still lacks are in
 ``tools/reproduce_experiments.yml``; their results are written up where ``docs`` says, the
 demo-scale figure in the section that ``recorded`` names, which ``--missing`` checks is there
-and shows the figure. A demo
+and shows the figure. Each experiment lists the papers' ``claims`` it serves (a table, figure
+or headline number, where the paper states it, what it reports); a claim has what its
+experiment has, unless it gives its own figure or its own reason for a part it lacks. A demo
 run first makes the files its commands read when they are missing (the bundled data, a demo
 checkpoint), then runs its commands in order from the repository root and stops at the first
 that fails, with its exit status. Both scales end with what the paper reports for the configs
@@ -34,7 +38,7 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
@@ -45,6 +49,16 @@ MAKEFILE = osp.join(REPO_ROOT, 'Makefile')
 SCALES = ('demo', 'paper')
 #: What an experiment can lack (the keys of its ``why_missing``), in the order reported.
 PARTS = ('paper_scale', 'demo', 'recorded')
+#: What a claim can lack beside its experiment (the keys of a claim's ``why_missing``).
+CLAIM_PARTS = ('paper_scale', 'recorded')
+#: The keys a claim takes.
+CLAIM_KEYS = ('id', 'where', 'reports', 'numbers', 'quoted_in', 'recorded', 'why_missing')
+#: Where a claim's ``numbers`` are printed from: the experiment's ``docs`` page, or the model
+#: index's results of the configs of its paper-scale commands (:func:`reported_results`).
+QUOTED_IN = ('docs', 'model index')
+#: The lines around the claims table that ``--claims --markdown`` writes into docs/reproduce.md.
+CLAIMS_TABLE_BEGIN = '<!-- claims table: python tools/reproduce.py --claims --markdown -->'
+CLAIMS_TABLE_END = '<!-- end of the claims table -->'
 #: The scripts that run mmengine's runner: without ``--work-dir``, each writes to
 #: ``work_dirs/<config name>`` (``mmlinear.cli.set_work_dir``); the config is their first
 #: ``.py`` argument.
@@ -133,25 +147,78 @@ def check_reasons(experiment: dict) -> None:
                              'which it has')
 
 
+def number_pattern(number: str) -> re.Pattern:
+    """A number as a whole token of a text: ``81.5`` is not found in ``181.5`` nor in
+    ``81.53``."""
+    return re.compile(rf'(?<![\d.]){re.escape(number)}(?!\d|\.\d)')
+
+
+def check_claims(experiment: dict) -> None:
+    """Refuse a claim without ``id``, ``where`` or ``reports``, with a key of no meaning,
+    with a number its ``reports`` does not show or that says not where it is printed from, with
+    a reason for no part of :data:`CLAIM_PARTS`, or with both its own demo figure and a reason
+    why it has none.
+
+    Raises:
+        ValueError: Naming the experiment, the claim and the key.
+    """
+    for claim in experiment.get('claims') or []:
+        name = f'{experiment["id"]}: claim {claim.get("id")!r}'
+        absent = [key for key in ('id', 'where', 'reports') if not claim.get(key)]
+        if absent:
+            raise ValueError(f'{name} lacks {", ".join(absent)}')
+        unknown = sorted(set(claim) - set(CLAIM_KEYS))
+        if unknown:
+            raise ValueError(f'{name} has {", ".join(unknown)}; a claim takes '
+                             f'{", ".join(CLAIM_KEYS)}')
+        numbers = claim.get('numbers') or []
+        if numbers and claim.get('quoted_in') not in QUOTED_IN:
+            raise ValueError(f'{name}: quoted_in is {claim.get("quoted_in")!r}; its numbers '
+                             f'are quoted in one of {", ".join(QUOTED_IN)}')
+        for number in numbers:
+            if not isinstance(number, str) or not number_pattern(number).search(claim['reports']):
+                raise ValueError(f'{name}: its number {number!r} is not a text its reports shows')
+        for part in claim.get('why_missing') or {}:
+            if part not in CLAIM_PARTS:
+                raise ValueError(f'{name}: why_missing names {part!r}; a claim takes '
+                                 f'{", ".join(CLAIM_PARTS)}')
+        if 'recorded' in (claim.get('why_missing') or {}) and claim.get('recorded'):
+            raise ValueError(f'{name}: why_missing gives a reason for recorded, but the claim '
+                             'records its own figure')
+
+
 def load_experiments(path: str = EXPERIMENTS_FILE) -> Dict[str, dict]:
     """The experiments by id, in the file's order.
 
     Raises:
-        ValueError: An id is given twice, a reason is given for a part an experiment has or
-            for no part (:func:`check_reasons`), or two commands share a work folder
+        ValueError: An id is given twice (an experiment's, or a claim's across every
+            experiment), a reason is given for a part an experiment has or for no part
+            (:func:`check_reasons`), a claim is malformed (:func:`check_claims`), a ``checks``
+            names no claim of another experiment, or two commands share a work folder
             (:func:`check_work_folders`).
     """
     with open(path) as f:
         experiments = yaml.safe_load(f)
-    by_id = {}
+    by_id: Dict[str, dict] = {}
+    claim_owner: Dict[str, str] = {}
     for experiment in experiments:
         if experiment['id'] in by_id:
             raise ValueError(f'{path}: experiment id {experiment["id"]!r} is given twice')
         try:
             check_reasons(experiment)
+            check_claims(experiment)
         except ValueError as e:
             raise ValueError(f'{path}: {e}') from None
+        for claim in experiment.get('claims') or []:
+            if claim['id'] in claim_owner:
+                raise ValueError(f'{path}: claim id {claim["id"]!r} is given twice')
+            claim_owner[claim['id']] = experiment['id']
         by_id[experiment['id']] = experiment
+    for experiment in experiments:
+        checked = experiment.get('checks')
+        if checked and claim_owner.get(checked) in (None, experiment['id']):
+            raise ValueError(f'{path}: {experiment["id"]}: checks {checked!r}, which is no claim '
+                             'of another experiment')
     try:
         check_work_folders(experiments)
     except ValueError as e:
@@ -200,6 +267,11 @@ def recorded_problem(experiment: dict) -> Optional[str]:
     return None
 
 
+def lack_line(what: str, reason: Optional[str]) -> str:
+    """A lack as ``--list --missing`` prints it: with its reason, or "(no reason given)"."""
+    return f'{what}: {reason}' if reason else f'{what} (no reason given)'
+
+
 def missing_parts(experiment: dict) -> List[str]:
     """What an experiment lacks, a line each, with the reason its ``why_missing`` (or its
     ``pending``) gives: no paper-scale command (nor a check of released weights), no demo
@@ -220,13 +292,73 @@ def missing_parts(experiment: dict) -> List[str]:
     lines = []
     for part, what in lacks:
         reason = reasons.get(part) or (experiment.get('pending') if part != 'recorded' else None)
-        lines.append(f'{what}: {reason}' if reason else f'{what} (no reason given)')
+        lines.append(lack_line(what, reason))
     return lines
 
 
+def claim_figure(experiment: dict, claim: dict) -> Optional[dict]:
+    """Where a claim's demo-scale figure is recorded (a ``section`` of the experiment's
+    ``docs`` and a text it ``shows``): the claim's own ``recorded``, else its experiment's
+    unless the claim gives a reason why that figure is not its own; None where there is none."""
+    if claim.get('recorded'):
+        return claim['recorded']
+    if 'recorded' in (claim.get('why_missing') or {}):
+        return None
+    return experiment.get('recorded')
+
+
+def claim_lacks(experiment: dict, claim: dict) -> List[Tuple[str, str, Optional[str], bool]]:
+    """What a claim lacks: ``(part, what, reason, own)`` for its paper-scale command
+    (``part`` 'paper_scale') and its demo figure ('recorded'). ``own`` tells a lack that the
+    claim's own ``why_missing`` (or its own ``recorded``) gives from one it has from its
+    experiment, whose reason (``why_missing``, else ``pending``) is then the reason."""
+    reasons = claim.get('why_missing') or {}
+    experiment_reasons = experiment.get('why_missing') or {}
+    lacks = []
+    if 'paper_scale' in reasons:
+        lacks.append(('paper_scale', 'no paper-scale command', reasons['paper_scale'], True))
+    elif not has_part(experiment, 'paper_scale'):
+        lacks.append(('paper_scale', 'no paper-scale command', experiment_reasons.get('paper_scale')
+                      or experiment.get('pending'), False))
+    figure = claim_figure(experiment, claim)
+    if figure:
+        problem = recorded_problem(dict(docs=experiment['docs'], recorded=figure))
+        if problem:
+            lacks.append(('recorded', f'the recorded demo figure is missing: {problem}', None,
+                          bool(claim.get('recorded'))))
+    elif 'recorded' in reasons:
+        lacks.append(('recorded', 'no demo figure', reasons['recorded'], True))
+    else:
+        lacks.append(('recorded', 'no demo figure', experiment_reasons.get('demo')
+                      or experiment_reasons.get('recorded') or experiment.get('pending'), False))
+    return lacks
+
+
+def claim_number_problems(experiment: dict, claim: dict) -> List[str]:
+    """The numbers of a claim that are not where its ``quoted_in`` says the registry prints
+    them from: the experiment's ``docs`` page (outside the claims table, which is made from
+    the registry) or the model index's results of the experiment's configs."""
+    if not claim.get('numbers'):
+        return []
+    if claim['quoted_in'] == 'docs':
+        source = experiment['docs']
+        with open(osp.join(REPO_ROOT, source)) as f:
+            text = f.read()
+        if CLAIMS_TABLE_BEGIN in text:
+            text = text[:text.index(CLAIMS_TABLE_BEGIN)] + text[text.index(CLAIMS_TABLE_END):]
+    else:
+        source = 'the model index'
+        text = '\n'.join(reported_results(experiment))
+    return [
+        f'{claim["id"]}: {number} is not in {source}' for number in claim['numbers']
+        if not number_pattern(number).search(text)
+    ]
+
+
 def describe(experiment: dict) -> str:
-    """One experiment's lines for ``--list``: what it shows, what it can run and where its
-    demo-scale figure is recorded (or why none is)."""
+    """One experiment's lines for ``--list``: what it shows, what it can run, where its
+    demo-scale figure is recorded (or why none is), and the claims it serves, each with what it
+    has or lacks beside its experiment (its own figure, its own reason)."""
     runs = [
         scale for scale, key in (('demo', 'demo'), ('paper', 'paper_scale')) if experiment.get(key)
     ]
@@ -245,24 +377,128 @@ def describe(experiment: dict) -> str:
         lines.append(f'    no demo figure: {reasons.get("demo") or reasons.get("recorded")}')
     if experiment.get('pending'):
         lines.append(f'    pending: {experiment["pending"]}')
+    if experiment.get('checks'):
+        lines.append(f'    checks the number of claim {experiment["checks"]}')
+    for claim in experiment.get('claims') or []:
+        lines.append(f'    claim {claim["id"]} ({claim["where"]}): {claim["reports"]}')
+        if claim.get('recorded'):
+            lines.append(f'        its demo figure: section "{claim["recorded"]["section"]}"')
+        for _, what, reason, own in claim_lacks(experiment, claim):
+            if own:
+                lines.append(f'        {lack_line(what, reason)}')
     return '\n'.join(lines)
+
+
+def claim_tally(lacks: List[set]) -> str:
+    """How many of the claims whose lacking parts are ``lacks`` (a set of :data:`CLAIM_PARTS`
+    per claim) are incomplete, and how many lack a demo figure and a paper-scale command."""
+    return (f'{sum(bool(parts) for parts in lacks)} of {len(lacks)} claims incomplete '
+            f'({sum("recorded" in parts for parts in lacks)} without a demo figure, '
+            f'{sum("paper_scale" in parts for parts in lacks)} without a paper-scale command)')
 
 
 def missing_report(experiments: Dict[str, dict]) -> str:
-    """``--list --missing``: each experiment that lacks something, with what and why, then a
-    count of the lacks and of those without a reason."""
+    """``--list --missing``: each experiment that lacks something, with what and why, and its
+    claims that lack something (what they lack beside their experiment, with their own reason;
+    "as above" where they lack what the experiment lacks), then a count of the lacks, of the
+    incomplete claims and of the lacks without a reason."""
     lines, count, lacking, unexplained = [], 0, 0, 0
+    claim_parts = []
     for experiment_id, experiment in experiments.items():
         lacks = missing_parts(experiment)
-        if lacks:
+        claim_lines = []
+        for claim in experiment.get('claims') or []:
+            parts = claim_lacks(experiment, claim)
+            claim_parts.append({part for part, *_ in parts})
+            for _, what, reason, own in parts:
+                if own:
+                    claim_lines.append(f'    claim {claim["id"]}: {lack_line(what, reason)}')
+                    unexplained += not reason
+                else:
+                    claim_lines.append(f'    claim {claim["id"]}: {what}, as above')
+        if lacks or claim_lines:
             lines.append(experiment_id)
-            lines += [f'    {lack}' for lack in lacks]
-            lacking += 1
+            lines += [f'    {lack}' for lack in lacks] + claim_lines
+        lacking += bool(lacks)
         count += len(lacks)
         unexplained += sum(lack.endswith('(no reason given)') for lack in lacks)
     lines.append(f'{count} missing in {lacking} of {len(experiments)} experiments; '
-                 f'{unexplained} without a reason given')
+                 f'{claim_tally(claim_parts)}; {unexplained} without a reason given')
     return '\n'.join(lines)
+
+
+def all_claims(experiments: Dict[str, dict]) -> List[Tuple[dict, dict]]:
+    """Every ``(experiment, claim)``, in the file's order."""
+    return [(e, c) for e in experiments.values() for c in e.get('claims') or []]
+
+
+def claims_summary(experiments: Dict[str, dict]) -> str:
+    """One line: the claims per paper, how many are incomplete, how many lack a demo figure and
+    how many a paper-scale command."""
+    pairs = all_claims(experiments)
+    papers: Dict[str, int] = {}
+    for experiment, _ in pairs:
+        papers[experiment['paper']] = papers.get(experiment['paper'], 0) + 1
+    per_paper = ', '.join(f'{paper} {n}' for paper, n in papers.items())
+    lacks = [{part for part, *_ in claim_lacks(e, c)} for e, c in pairs]
+    return f'claims per paper: {per_paper}; {claim_tally(lacks)}'
+
+
+def claim_status(experiments: Dict[str, dict], experiment: dict, claim: dict) -> Tuple[str, str]:
+    """A claim's paper-scale run (the command that prints it, and the checks of released
+    weights of its number) or why there is none, and its demo figure (the page and section)
+    or why there is none."""
+    lacks = {part: (what, reason) for part, what, reason, _ in claim_lacks(experiment, claim)}
+    if 'paper_scale' in lacks:
+        paper = lack_line('none', lacks['paper_scale'][1])
+    else:
+        paper = f'python tools/reproduce.py {experiment["id"]} --scale paper' if \
+            experiment.get('paper_scale') else f'released weights ({experiment["id"]})'
+        checks = [e['id'] for e in experiments.values() if e.get('checks') == claim['id']]
+        if checks:
+            paper += '; released weights checked by ' + ', '.join(checks)
+    figure = claim_figure(experiment, claim)
+    if 'recorded' in lacks:
+        what, reason = lacks['recorded']
+        demo = lack_line('none' if what == 'no demo figure' else what, reason)
+    else:
+        demo = f'{experiment["docs"]}, section "{figure["section"]}"'
+    return paper, demo
+
+
+def claims_view(experiments: Dict[str, dict]) -> str:
+    """``--claims``: each claim, where the paper states it, what it reports, its experiment,
+    its paper-scale run and its demo figure (or why either is missing), then the summary."""
+    lines = []
+    for experiment, claim in all_claims(experiments):
+        paper, demo = claim_status(experiments, experiment, claim)
+        lines += [
+            f'{claim["id"]}  [{experiment["paper"]}, {claim["where"]}]  experiment '
+            f'{experiment["id"]}', f'    {claim["reports"]}', f'    paper scale: {paper}',
+            f'    demo figure: {demo}'
+        ]
+    return '\n'.join(lines + [claims_summary(experiments)])
+
+
+def claims_markdown(experiments: Dict[str, dict]) -> str:
+    """``--claims --markdown``: the claims as the table of docs/reproduce.md, between the
+    lines that mark it as made from the registry, with the summary below it."""
+
+    def cell(text: str) -> str:
+        return ' '.join(text.split()).replace('|', '/')
+
+    lines = [
+        CLAIMS_TABLE_BEGIN, '',
+        '| claim | paper, where | reported | experiment | paper scale | demo figure, or why none |',
+        '|---|---|---|---|---|---|'
+    ]
+    for experiment, claim in all_claims(experiments):
+        paper, demo = claim_status(experiments, experiment, claim)
+        paper = re.sub(r'^(python tools/reproduce\.py \S+ --scale paper)', r'`\1`', paper)
+        lines.append(f'| `{claim["id"]}` | {experiment["paper"]}, {cell(claim["where"])} | '
+                     f'{cell(claim["reports"])} | `{experiment["id"]}` | {cell(paper)} | '
+                     f'{cell(demo)} |')
+    return '\n'.join(lines + ['', claims_summary(experiments) + '.', '', CLAIMS_TABLE_END])
 
 
 def commands_for(experiment: dict, scale: str) -> List[str]:
@@ -523,15 +759,29 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         metavar='KEY=VALUE',
         help='released weights: config overrides for the probe\'s training and the '
         'evaluation (e.g. test_dataloader.batch_size=32)')
+    parser.add_argument(
+        '--claims',
+        action='store_true',
+        help='each claim of the papers (a table, figure or headline number), its experiment, '
+        'its paper-scale run and its demo figure, or why either is missing')
+    parser.add_argument(
+        '--markdown',
+        action='store_true',
+        help='with --claims: the table of docs/reproduce.md, section "Claims"')
     args = parser.parse_args(argv)
     if args.missing and not args.list:
         parser.error('--missing goes with --list: python tools/reproduce.py --list --missing')
+    if args.markdown and not args.claims:
+        parser.error('--markdown goes with --claims: python tools/reproduce.py --claims --markdown')
     return args
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     experiments = load_experiments()
+    if args.claims:
+        print(claims_markdown(experiments) if args.markdown else claims_view(experiments))
+        return 0
     if args.list:
         print(
             missing_report(experiments) if args.missing else '\n'.join(

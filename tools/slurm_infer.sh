@@ -23,12 +23,5 @@ CONFIG=$4
 CHECKPOINT=$5
 OUT=$6
 shift 6
-SIGNAL_SECONDS=${SIGNAL_SECONDS:-120}
-check_signal_seconds
-# In the background (srun_tool's exec makes $! srun itself), so that this shell can pass on
-# the signals.
-srun_tool "$PARTITION" "$JOB_NAME" --signal=USR1@"$SIGNAL_SECONDS" -- \
-    inference/large_image.py "$INPUTS" "$CONFIG" "$CHECKPOINT" --out="$OUT" --launcher=slurm \
-    "$@" &
-SRUN_PID=$!
-wait_passing_signals_then_requeue "inference stopped"
+srun_requeueing "$PARTITION" "$JOB_NAME" "inference stopped" -- inference/large_image.py \
+    "$INPUTS" "$CONFIG" "$CHECKPOINT" --out="$OUT" --launcher=slurm "$@"

@@ -18,11 +18,5 @@ JOB_NAME=$2
 CONFIG=$3
 WORK_DIR=$4
 shift 4
-SIGNAL_SECONDS=${SIGNAL_SECONDS:-120}
-check_signal_seconds
-# In the background (srun_tool's exec makes $! srun itself), so that this shell can pass on
-# the signals.
-srun_tool "$PARTITION" "$JOB_NAME" --signal=USR1@"$SIGNAL_SECONDS" -- train.py "$CONFIG" \
-    --work-dir="$WORK_DIR" --launcher=slurm --preemptible --resume "$@" &
-SRUN_PID=$!
-wait_passing_signals_then_requeue "training checkpointed"
+srun_requeueing "$PARTITION" "$JOB_NAME" "training checkpointed" -- train.py "$CONFIG" \
+    --work-dir="$WORK_DIR" --launcher=slurm --preemptible --resume "$@"

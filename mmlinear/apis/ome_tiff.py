@@ -3,10 +3,12 @@ or interleaved) read lazily by rows through tifffile, decoding only the strips o
 window of rows touches."""
 import math
 import os
-import os.path as osp
+from types import ModuleType
 from typing import Any, List, Union
 
 import numpy as np
+
+from .file_image import FileImage, import_reader
 
 #: File names the OME-TIFF specification gives its files.
 OME_TIFF_SUFFIXES = ('.ome.tif', '.ome.tiff', '.ome.tf2', '.ome.tf8', '.ome.btf')
@@ -15,15 +17,11 @@ OME_TIFF_SUFFIXES = ('.ome.tif', '.ome.tiff', '.ome.tf2', '.ome.tf8', '.ome.btf'
 IMAGE_AXES = 'YXCS'
 
 
-def _tifffile() -> Any:
-    try:
-        import tifffile
-    except ImportError as error:
-        raise ImportError('OME-TIFF files need tifffile: pip install tifffile') from error
-    return tifffile
+def _tifffile() -> ModuleType:
+    return import_reader('tifffile', 'OME-TIFF files', 'tifffile', 'tifffile')
 
 
-class OmeTiffImage:
+class OmeTiffImage(FileImage):
     """An OME-TIFF file as an (H, W, C) array that reads only the rows it is sliced for.
 
     The first image (series) of the file at full resolution is read: its channels are the
@@ -47,9 +45,7 @@ class OmeTiffImage:
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
         tifffile = _tifffile()
-        self.path = os.fspath(path)
-        if not osp.isfile(self.path):
-            raise FileNotFoundError(f'no OME-TIFF file {self.path!r}')
+        super().__init__(path, 'OME-TIFF')
         try:
             self._file = tifffile.TiffFile(self.path)
         except (tifffile.TiffFileError, ValueError, OSError) as error:
@@ -149,9 +145,3 @@ class OmeTiffImage:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
-
-    def __enter__(self) -> 'OmeTiffImage':
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()

@@ -2,12 +2,13 @@
 windows of rows, with N channels of 8-bit, 16-bit or float data and their georeference, and tiled
 GeoTIFF outputs that keep it. Needs ``rasterio`` (its wheels ship GDAL)."""
 import os
-import os.path as osp
+from types import ModuleType
 from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
 from mmlinear.utils.deprecation import renamed_arguments
+from .file_image import FileImage, import_reader
 
 #: Rows per block when a raster is written (a multiple of the tile height).
 WRITE_BLOCK_ROWS = 1024
@@ -21,15 +22,11 @@ class Georeference(NamedTuple):
     transform: Any
 
 
-def _rasterio() -> Any:
-    try:
-        import rasterio
-    except ImportError as error:
-        raise ImportError('large raster files need rasterio: pip install rasterio') from error
-    return rasterio
+def _rasterio() -> ModuleType:
+    return import_reader('rasterio', 'large raster files', 'rasterio', 'rasterio')
 
 
-class RasterImage:
+class RasterImage(FileImage):
     """A raster file as an (H, W, C) array that reads only the rows it is sliced for.
 
     ``image[start:stop]`` reads a window of those rows of every channel (a tiled or striped
@@ -46,9 +43,7 @@ class RasterImage:
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
         rasterio = _rasterio()
-        self.path = os.fspath(path)
-        if not osp.isfile(self.path):
-            raise FileNotFoundError(f'no raster file {self.path!r}')
+        super().__init__(path, 'raster')
         try:
             self._dataset = rasterio.open(self.path)
         except rasterio.errors.RasterioIOError as error:
@@ -92,12 +87,6 @@ class RasterImage:
     def close(self) -> None:
         """Close the file."""
         self._dataset.close()
-
-    def __enter__(self) -> 'RasterImage':
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
 
 @renamed_arguments(bands='data')

@@ -1,10 +1,12 @@
 """Whole-slide images (Aperio .svs, Hamamatsu .ndpi, MIRAX .mrxs, ...; any format OpenSlide
 reads) at full resolution, read lazily by rows through openslide-python."""
 import os
-import os.path as osp
-from typing import Any, Union
+from types import ModuleType
+from typing import Union
 
 import numpy as np
+
+from .file_image import FileImage, import_reader
 
 #: File names of the whole-slide formats OpenSlide reads whose suffix no other reader claims
 #: (its generic tiled TIFF, Philips and Ventana files end in .tif / .tiff, which GDAL reads).
@@ -13,16 +15,12 @@ SLIDE_SUFFIXES = ('.svs', '.ndpi', '.vms', '.vmu', '.scn', '.mrxs', '.svslide', 
 DEFAULT_BACKGROUND = 'ffffff'
 
 
-def _openslide() -> Any:
-    try:
-        import openslide
-    except ImportError as error:
-        raise ImportError('whole-slide images need openslide-python and its library: pip '
-                          'install openslide-python openslide-bin') from error
-    return openslide
+def _openslide() -> ModuleType:
+    return import_reader('openslide', 'whole-slide images', 'openslide-python and its library',
+                         'openslide-python openslide-bin')
 
 
-class SlideImage:
+class SlideImage(FileImage):
     """A whole-slide image at full resolution (OpenSlide's level 0) as an (H, W, 3) uint8 RGB
     array that reads only the rows it is sliced for.
 
@@ -45,9 +43,7 @@ class SlideImage:
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
         openslide = _openslide()
-        self.path = os.fspath(path)
-        if not osp.isfile(self.path):
-            raise FileNotFoundError(f'no whole-slide file {self.path!r}')
+        super().__init__(path, 'whole-slide')
         try:
             self._slide = openslide.OpenSlide(self.path)
         except (openslide.OpenSlideError, OSError) as error:
@@ -90,9 +86,3 @@ class SlideImage:
     def close(self) -> None:
         """Close the slide."""
         self._slide.close()
-
-    def __enter__(self) -> 'SlideImage':
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()

@@ -239,10 +239,13 @@ def test_bad_inputs_name_the_problem(tmp_path):
         segment_large_image(model, scene(64, 64), buffer='swap')
 
 
-def test_four_channel_16_bit_images_equal_mmseg_whole_inference():
+@pytest.mark.parametrize('bgr_to_rgb', [False, True])
+def test_four_channel_16_bit_images_equal_mmseg_whole_inference(bgr_to_rgb):
     """N channels: a 4-channel model (the patch embedding's in_channels) normalised per channel by
     the data preprocessor, on 16-bit data; on either stack (mmlinear's preprocessor normalises
-    the channels itself, where onedl's mmseg takes 1 or 3 mean / std values)."""
+    the channels itself, where onedl's mmseg takes 1 or 3 mean / std values). A config's
+    ``bgr_to_rgb=True`` (inherited from a 3-channel base, say) leaves a 4-channel image as it
+    is in the preprocessor, and so in whole-image inference."""
     model = demo_upernet(
         'infvit',
         model=dict(
@@ -250,7 +253,7 @@ def test_four_channel_16_bit_images_equal_mmseg_whole_inference():
             data_preprocessor=dict(
                 mean=[500.0, 800.0, 600.0, 2000.0],
                 std=[150.0, 200.0, 180.0, 600.0],
-                bgr_to_rgb=False)))
+                bgr_to_rgb=bgr_to_rgb)))
     rng = np.random.default_rng(4)
     blocks = rng.integers(0, 4096, (7, 9, 4), dtype=np.uint16)
     image = np.ascontiguousarray(np.repeat(np.repeat(blocks, 16, 0), 16, 1)[:100, :136])

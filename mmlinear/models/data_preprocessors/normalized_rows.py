@@ -11,9 +11,10 @@ class NormalizedRows:
     mmdet data preprocessor would make of it.
 
     The toolboxes' preprocessors take the packed (C, H, W) image, convert BGR to RGB if
-    configured (``channel_conversion``), cast to float32 and subtract ``mean`` / divide by
-    ``std``; this does the same for the rows asked for, so a huge image (a numpy memmap, a
-    raster read by windows) is never one float tensor. It slices as
+    configured (``channel_conversion``, each by its own rule: :meth:`_converts_channels`),
+    cast to float32 and subtract ``mean`` / divide by ``std``; this does the same for the rows
+    asked for, so a huge image (a numpy memmap, a raster read by windows) is never one float
+    tensor. It slices as
     ``rows[:, :, start:stop]`` and has ``shape`` and ``dtype``, which is what
     :meth:`~mmlinear.models.backbones.base_plain_backbone.BasePlainBackbone.forward_streamed`
     reads.
@@ -31,14 +32,7 @@ class NormalizedRows:
         self.source = source
         self.shape = self.batch_shape(source)
         channels = self.shape[1]
-        # mmlinear's segmentation preprocessor (as mmseg 1.2.2's) names it channel_conversion,
-        # mmengine's (and so mmdet's) _channel_conversion.
-        self.channel_conversion = bool(
-            getattr(data_preprocessor, 'channel_conversion',
-                    getattr(data_preprocessor, '_channel_conversion', False)))
-        if self.channel_conversion and channels != 3:
-            raise ValueError(f'the data preprocessor converts BGR to RGB, which needs 3 '
-                             f'channels; the image has {channels}')
+        self.channel_conversion = self._converts_channels(data_preprocessor, channels)
         self.normalize = bool(getattr(data_preprocessor, '_enable_normalize', False))
         if self.normalize:
             mean, std = data_preprocessor.mean, data_preprocessor.std
@@ -46,6 +40,28 @@ class NormalizedRows:
                 raise ValueError(f'the data preprocessor normalises {mean.shape[0]} channels; '
                                  f'the image has {channels}')
             self.mean, self.std = mean.float().cpu(), std.float().cpu()
+
+    @staticmethod
+    def _converts_channels(data_preprocessor: nn.Module, channels: int) -> bool:
+        """Whether the preprocessor would reverse the channels of this image, by its own rule.
+
+        mmlinear's segmentation preprocessors (as mmseg 1.2.2's) name the setting
+        ``channel_conversion`` and reverse 3-channel images only, leaving others as they are;
+        mmengine's (and so mmdet's) name it ``_channel_conversion`` and index channels
+        ``[2, 1, 0]`` whatever their number, which would drop the channels past the third of a
+        multi-channel image: refused.
+
+        Raises:
+            ValueError: An mmengine-style conversion of an image that has not 3 channels.
+        """
+        if hasattr(data_preprocessor, 'channel_conversion'):
+            return bool(data_preprocessor.channel_conversion) and channels == 3
+        conversion = bool(getattr(data_preprocessor, '_channel_conversion', False))
+        if conversion and channels != 3:
+            raise ValueError(f'the data preprocessor converts BGR to RGB by taking channels '
+                             f'[2, 1, 0], which needs 3 channels; the image has {channels} '
+                             f'(set bgr_to_rgb=False for a model of other channels)')
+        return conversion
 
     @staticmethod
     def batch_shape(source: Any) -> Tuple[int, int, int, int]:

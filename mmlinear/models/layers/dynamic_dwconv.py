@@ -9,9 +9,10 @@ from torch import Tensor, nn
 
 from mmlinear.ops import dynamic_dwconv2d
 from ..utils import AdaptivePoolSums, check_tokens, tokens_to_map, valid_extents
+from .dynamic_layer import DynamicLayer
 
 
-class DynamicDWConv(nn.Module):
+class DynamicDWConv(DynamicLayer):
     """A k x k depthwise convolution whose kernels are predicted per sample.
 
     The official ``DynCnn`` ("Spatially Adaptive Prediction"). The map is average-pooled to
@@ -116,16 +117,7 @@ class DynamicDWConv(nn.Module):
                       x: Tensor,
                       hw_shape: Tuple[int, int],
                       token_padding_mask: Optional[Tensor] = None) -> Tensor:
-        """The normalised per-sample kernel change dK_hat.
-
-        Args:
-            x (Tensor): (B, N, C) row-major tokens.
-            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
-
-        Returns:
-            Tensor: (B, C, k, k).
-        """
+        """(B, C, k, k): the kernel change dK_hat."""
         check_tokens(x, hw_shape, token_padding_mask)
         return self.delta_from_pooled(self._pool(tokens_to_map(x, hw_shape), token_padding_mask))
 
@@ -133,14 +125,6 @@ class DynamicDWConv(nn.Module):
                 x: Tensor,
                 hw_shape: Tuple[int, int],
                 token_padding_mask: Optional[Tensor] = None) -> Tensor:
-        """Args:
-            x (Tensor): (B, N, C) row-major tokens.
-            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
-
-        Returns:
-            Tensor: (B, N, C).
-        """
         if token_padding_mask is not None:
             check_tokens(x, hw_shape, token_padding_mask)
             x = x.masked_fill(token_padding_mask[..., None], 0)

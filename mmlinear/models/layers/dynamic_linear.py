@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from mmlinear.ops import Linear, activate, inference_dtype, linear
 from ..utils import autocast_disabled, check_tokens
+from .dynamic_layer import DynamicLayer
 
 
 def pool_tokens_2x2(x: Tensor,
@@ -64,7 +65,7 @@ def check_pooling_band(band: Tuple[int, int], height: int) -> None:
                          f'that holds the last row of an odd-height grid may have an odd height')
 
 
-class DynamicLinear(nn.Module):
+class DynamicLinear(DynamicLayer):
     """A linear layer whose weight is predicted per sample from the whole token grid.
 
     The official ``DynLinear`` ("Bilateral Activation"); the code, not the paper's
@@ -228,16 +229,8 @@ class DynamicLinear(nn.Module):
                       x: Tensor,
                       hw_shape: Tuple[int, int],
                       token_padding_mask: Optional[Tensor] = None) -> Tensor:
-        """The normalised per-sample weight change dW_hat: the whole grid as one band.
-
-        Args:
-            x (Tensor): (B, N, C_in) row-major tokens.
-            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
-
-        Returns:
-            Tensor: (B, C_in, C_out) in x's dtype.
-        """
+        """(B, C_in, C_out) in x's dtype: the weight change dW_hat, the whole grid as one
+        band."""
         sums = self.delta_sums(hw_shape)
         sums.add(x, token_padding_mask=token_padding_mask)
         return sums.result()
@@ -246,14 +239,6 @@ class DynamicLinear(nn.Module):
                 x: Tensor,
                 hw_shape: Tuple[int, int],
                 token_padding_mask: Optional[Tensor] = None) -> Tensor:
-        """Args:
-            x (Tensor): (B, N, C_in) row-major tokens.
-            hw_shape (tuple[int, int]): The token grid (H, W), H * W = N.
-            token_padding_mask (Tensor, optional): (B, N) bool, True on padded tokens.
-
-        Returns:
-            Tensor: (B, N, C_out).
-        """
         return self.apply_delta(x, self.predict_delta(x, hw_shape, token_padding_mask))
 
     def apply_delta(self, x: Tensor, delta: Tensor) -> Tensor:

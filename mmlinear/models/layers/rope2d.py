@@ -119,14 +119,8 @@ def patch_grid_coords(hw_shape: Tuple[int, int],
     :func:`patch_band_coords` over every row.
 
     Args:
-        hw_shape (tuple[int, int]): (Hp, Wp), the token grid.
-        valid_hw (Tensor, optional): (B, 2) long, the valid rows and columns of each image
-            (see :func:`patch_band_coords`). Defaults to None (the whole grid is valid).
-        device (torch.device, optional): Device of the result when ``valid_hw`` is None.
-        extrapolation (str): One of :data:`ROPE_POS_EXTRAPOLATIONS`. Defaults to
-            'interpolate'.
-        train_shape (tuple[int, int], optional): (Ht, Wt), the training grid, needed by
-            'tile' and 'extend'. Defaults to None.
+        hw_shape, valid_hw, device, extrapolation, train_shape: As :func:`patch_band_coords`
+            takes them.
 
     Returns:
         Tensor: (B, Hp * Wp, 2) float32, B = 1 without ``valid_hw``.

@@ -213,11 +213,8 @@ class BandPlanner(ABC):
               image: Any,
               plan: Optional[BandPlan] = None,
               *,
-              band_rows: Optional[int] = None,
-              head_rows: Optional[int] = None,
-              mem_limit_gb: Optional[float] = None,
               buffer: str = 'memory',
-              **memory_options: int) -> Tuple[Tuple[int, ...], BandPlan]:
+              **plan_options: Any) -> Tuple[Tuple[int, ...], BandPlan]:
         """The checks before a streamed run, and its plan (inference only).
 
         Args:
@@ -225,8 +222,9 @@ class BandPlanner(ABC):
                 detection).
             plan (BandPlan, optional): Heights planned beforehand (by :meth:`plan_bands`
                 with the same image and options); None plans them here.
-            band_rows, head_rows, mem_limit_gb, buffer, **memory_options: As
-                :meth:`plan_bands` takes them (``plan`` given: only ``buffer`` is used).
+            buffer (str): 'memory' or 'disk', checked here.
+            **plan_options: ``band_rows``, ``head_rows``, ``mem_limit_gb`` and the memory
+                options, as :meth:`plan_bands` takes them (unused when ``plan`` is given).
 
         Returns:
             tuple: The image's shape and the plan.
@@ -246,11 +244,5 @@ class BandPlanner(ABC):
                              f'{shape if shape else type(image).__name__}')
         if plan is None:
             plan = self.plan_bands(
-                shape,
-                band_rows=band_rows,
-                head_rows=head_rows,
-                mem_limit_gb=mem_limit_gb,
-                buffer=buffer,
-                input_in_memory=isinstance(image, Tensor),
-                **memory_options)
+                shape, buffer=buffer, input_in_memory=isinstance(image, Tensor), **plan_options)
         return shape, plan

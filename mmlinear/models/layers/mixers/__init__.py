@@ -8,7 +8,7 @@ from .agent_attention import AgentAttention
 from .efficient_attention import EfficientAttention
 from .elu_linear_attention import EluLinearAttention
 from .infsa_mixer import InfSAMixer
-from .kernel_attention import kernel_attention
+from .kernel_attention import KernelAttention, kernel_attention
 from .linear_infsa_attention import LinearInfSAAttention
 from .linformer_attention import LinformerAttention
 from .no_mixing import NoMixing
@@ -78,8 +78,8 @@ def build_mixer(attn_type: str, head_dims: int, **options) -> TokenMixer:
 
 __all__ = [
     'EFFICIENT_ATTENTIONS', 'MIXERS', 'AgentAttention', 'EfficientAttention', 'EluLinearAttention',
-    'InfSAMixer', 'LinearInfSAAttention', 'LinformerAttention', 'NoMixing', 'NystromAttention',
-    'PerformerAttention', 'PureInfSAAttention', 'SoftmaxAttention', 'TokenMixer', 'Values',
-    'build_mixer', 'iterative_pinv', 'kernel_attention', 'merge_heads', 'mixer_options',
-    'orthogonal_gaussian_features', 'project_pooled_inputs', 'split_heads'
+    'InfSAMixer', 'KernelAttention', 'LinearInfSAAttention', 'LinformerAttention', 'NoMixing',
+    'NystromAttention', 'PerformerAttention', 'PureInfSAAttention', 'SoftmaxAttention',
+    'TokenMixer', 'Values', 'build_mixer', 'iterative_pinv', 'kernel_attention', 'merge_heads',
+    'mixer_options', 'orthogonal_gaussian_features', 'project_pooled_inputs', 'split_heads'
 ]

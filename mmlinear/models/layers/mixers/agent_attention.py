@@ -63,9 +63,9 @@ class AgentAttention(EfficientAttention):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`EfficientAttention`. The weights, when asked, are the (B, H, T, S)
-        product ``softmax(Q A^T / sqrt(d)) softmax(A K^T / sqrt(d))`` that the output
-        equals when multiplied with V (rows sum to 1, padded keys' columns are 0)."""
+        """The weights, when asked, are the (B, H, T, S) product
+        ``softmax(Q A^T / sqrt(d)) softmax(A K^T / sqrt(d))`` that the output equals when
+        multiplied with V (rows sum to 1, padded keys' columns are 0)."""
         scale = self.head_dims**-0.5
         agents = self.agents(zero_padded_tokens(q, key_padding_mask))
         # (B, H, n, S): each agent attends the valid keys only.

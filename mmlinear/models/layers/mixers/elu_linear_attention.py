@@ -4,11 +4,10 @@ from typing import Optional, Tuple
 import torch.nn.functional as F
 from torch import Tensor
 
-from .efficient_attention import EfficientAttention
-from .kernel_attention import kernel_attention
+from .kernel_attention import KernelAttention
 
 
-class EluLinearAttention(EfficientAttention):
+class EluLinearAttention(KernelAttention):
     """Non-causal linear attention, ``phi(x) = elu(x) + 1`` (Katharopoulos et al., 2020,
     "Transformers are RNNs", Eq. 6-7).
 
@@ -25,17 +24,12 @@ class EluLinearAttention(EfficientAttention):
         super().__init__(head_dims)
         self.eps = eps
 
-    def interactions(self, num_tokens: int) -> int:
-        """Query-key pairs scored per head: none (each query meets the keys' (m, d) sums)."""
-        return 0
+    @property
+    def normaliser_eps(self) -> float:
+        """float: ``eps``."""
+        return self.eps
 
-    def forward(self,
-                q: Tensor,
-                k: Tensor,
-                v: Tensor,
-                key_padding_mask: Optional[Tensor] = None,
-                need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`EfficientAttention`."""
-        return kernel_attention(
-            F.elu(q) + 1,
-            F.elu(k) + 1, v, key_padding_mask, self.eps, need_weights)
+    def feature_maps(self, q: Tensor, k: Tensor,
+                     key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """``elu(q) + 1`` and ``elu(k) + 1``."""
+        return F.elu(q) + 1, F.elu(k) + 1

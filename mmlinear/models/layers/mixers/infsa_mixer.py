@@ -56,7 +56,7 @@ class InfSAMixer(TokenMixer):
                 need_weights: bool = False,
                 *,
                 rho: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`TokenMixer`: the explicit form, the weights before the dropout."""
+        """The explicit form; the weights before the dropout."""
         with torch.autocast(device_type=q.device.type, enabled=False):
             weights = self.attention_weights(q, k, rho, key_padding_mask)
             dropped = F.dropout(weights, self.attn_drop, self.training)

@@ -4,6 +4,7 @@ from typing import Optional, Tuple
 
 from torch import Tensor
 
+from .efficient_attention import EfficientAttention
 from .token_mixer import zero_padded_tokens
 
 
@@ -41,3 +42,36 @@ def kernel_attention(query_features: Tensor,
     key_value = key_features.transpose(-2, -1) @ v
     normaliser = query_features @ key_features.sum(-2).unsqueeze(-1)
     return (query_features @ key_value) / (normaliser + eps), None
+
+
+class KernelAttention(EfficientAttention):
+    """An :class:`EfficientAttention` through a positive feature map: :func:`kernel_attention`
+    of the features that a subclass gives (:meth:`feature_maps`), with its
+    :attr:`normaliser_eps`.
+
+    Args:
+        head_dims (int): d, the width of a head.
+    """
+
+    #: Added to the normaliser of :func:`kernel_attention`.
+    normaliser_eps: float = 0.
+
+    def interactions(self, num_tokens: int) -> int:
+        """Query-key pairs scored per head: none (each query meets the keys' (m, d) sums)."""
+        return 0
+
+    def feature_maps(self, q: Tensor, k: Tensor,
+                     key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """The positive features phi(q), (B, H, T, m), and phi(k), (B, H, S, m), of the
+        (B, H, T, d) queries and (B, H, S, d) keys; padded keys are zeroed afterwards."""
+        raise NotImplementedError
+
+    def forward(self,
+                q: Tensor,
+                k: Tensor,
+                v: Tensor,
+                key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        query_features, key_features = self.feature_maps(q, k, key_padding_mask)
+        return kernel_attention(query_features, key_features, v, key_padding_mask,
+                                self.normaliser_eps, need_weights)

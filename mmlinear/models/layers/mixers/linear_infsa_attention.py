@@ -44,8 +44,7 @@ class LinearInfSAAttention(InfSAMixer):
             *,
             need_weights: bool = False,
             rho: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :meth:`TokenMixer.mix`. Without weights or attention dropout, the output is
-        (B, H, d), in q's dtype."""
+        """Without weights or attention dropout, the output is (B, H, d), in q's dtype."""
         if self.explicit(need_weights):
             return super().mix(q, k, values, key_padding_mask, need_weights=need_weights, rho=rho)
         query_sums = LinearInfSAQuerySums(self.eps)

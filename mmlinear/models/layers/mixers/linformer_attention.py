@@ -54,7 +54,7 @@ class LinformerAttention(EfficientAttention):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`EfficientAttention`. S must not exceed ``max_tokens``."""
+        """S must not exceed ``max_tokens``."""
         num_keys = k.shape[-2]
         if num_keys > self.max_tokens:
             raise ValueError(f'Linformer projects at most max_tokens={self.max_tokens} tokens '

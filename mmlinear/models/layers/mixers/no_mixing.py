@@ -30,5 +30,5 @@ class NoMixing(TokenMixer):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, None]:
-        """See :class:`TokenMixer`: zeros shaped as the queries, and no weights."""
+        """Zeros shaped as the queries, and no weights."""
         return torch.zeros_like(q), None

@@ -82,7 +82,6 @@ class NystromAttention(EfficientAttention):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`EfficientAttention`."""
         scale = self.head_dims**-0.25
         q = zero_padded_tokens(q * scale, key_padding_mask)
         k = zero_padded_tokens(k * scale, key_padding_mask)

@@ -5,8 +5,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .efficient_attention import EfficientAttention
-from .kernel_attention import kernel_attention
+from .kernel_attention import KernelAttention
 
 
 def orthogonal_gaussian_features(num_features: int, dims: int) -> Tensor:
@@ -37,7 +36,7 @@ def orthogonal_gaussian_features(num_features: int, dims: int) -> Tensor:
     return directions * torch.randn(num_features, dims).norm(dim=1, keepdim=True)
 
 
-class PerformerAttention(EfficientAttention):
+class PerformerAttention(KernelAttention):
     """Softmax attention estimated with positive orthogonal random features (FAVOR+,
     Choromanski et al., 2021, "Rethinking Attention with Performers", Lemma 1 and Sec. 2.4).
 
@@ -70,10 +69,6 @@ class PerformerAttention(EfficientAttention):
         self.eps = eps
         self.register_buffer('projection', orthogonal_gaussian_features(num_features, head_dims))
 
-    def interactions(self, num_tokens: int) -> int:
-        """Query-key pairs scored per head: none (each query meets the keys' (m, d) sums)."""
-        return 0
-
     def features(self,
                  x: Tensor,
                  is_query: bool,
@@ -102,13 +97,7 @@ class PerformerAttention(EfficientAttention):
             shift = valid.amax(dim=(-2, -1), keepdim=True)
         return (torch.exp(projected - half_norm - shift) + self.eps) * self.num_features**-0.5
 
-    def forward(self,
-                q: Tensor,
-                k: Tensor,
-                v: Tensor,
-                key_padding_mask: Optional[Tensor] = None,
-                need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`EfficientAttention`."""
-        return kernel_attention(
-            self.features(q, True), self.features(k, False, key_padding_mask), v, key_padding_mask,
-            0., need_weights)
+    def feature_maps(self, q: Tensor, k: Tensor,
+                     key_padding_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """:meth:`features` of the queries and of the keys."""
+        return self.features(q, True), self.features(k, False, key_padding_mask)

@@ -42,7 +42,7 @@ class PureInfSAAttention(InfSAMixer):
                 need_weights: bool = False,
                 *,
                 rho: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`InfSAMixer`; without weights or attention dropout, the op."""
+        """Without weights or attention dropout, the op; else :meth:`InfSAMixer.forward`."""
         if not self.explicit(need_weights):
             return pure_infsa(q, k, v, rho, key_padding_mask, self.eps), None
         return super().forward(q, k, v, key_padding_mask, need_weights, rho=rho)

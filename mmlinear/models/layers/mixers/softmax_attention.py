@@ -32,7 +32,7 @@ class SoftmaxAttention(TokenMixer):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        """See :class:`TokenMixer`; the weights are (B, H, T, S), before the dropout."""
+        """The weights are (B, H, T, S), before the dropout."""
         attn_drop = self.attn_drop if self.training else 0.
         attn_mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         if not need_weights:

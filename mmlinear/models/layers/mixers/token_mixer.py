@@ -57,12 +57,9 @@ class TokenMixer(nn.Module):
     """A token mixer over split heads, run by :class:`InfSAAttention` between its q / k / v
     projections and its output projection.
 
-    ``forward(q, k, v, key_padding_mask=None, need_weights=False)`` is the mechanism: it
-    takes (B, H, T, d) queries and (B, H, S, d) keys and values (unscaled: each mechanism
-    applies its paper's scaling), an optional (B, S) bool mask, True on padded keys, and
-    returns the (B, H, T, d) outputs with, when ``need_weights``, the mechanism's attention
-    weights (else None). Mixers that scale their weights by InfSA's decay also take it, as
-    the keyword ``rho`` (see :attr:`takes_rho`).
+    :meth:`forward` is the mechanism, which every mixer overrides with this signature (its
+    docstring holds what the override adds). Mixers that scale their weights by InfSA's decay
+    also take it, as the keyword ``rho`` (see :attr:`takes_rho`).
 
     :meth:`mix` is what the layer calls: the same, with the values as :class:`Values`, so
     that a mixer whose output is one vector per sample (Linear-InfSA) can pool the layer's
@@ -97,14 +94,12 @@ class TokenMixer(nn.Module):
             *,
             need_weights: bool = False,
             **mixer_inputs: Tensor) -> Tuple[Tensor, Optional[Tensor]]:
-        """Mix the values of a layer's tokens.
+        """Mix the values of a layer's tokens: :meth:`forward` with the values as
+        :class:`Values`.
 
         Args:
-            q (Tensor): (B, H, T, d) queries.
-            k (Tensor): (B, H, S, d) keys.
+            q, k, key_padding_mask, need_weights: As :meth:`forward` takes them.
             values (Values): The values of the S tokens, projected as the mixer asks.
-            key_padding_mask (Tensor, optional): (B, S) bool, True on padded keys.
-            need_weights (bool): Also return the attention weights. Defaults to False.
             **mixer_inputs: ``rho``, the (H,) or (1,) decay, for mixers that take it (see
                 :attr:`takes_rho`).
 
@@ -120,4 +115,19 @@ class TokenMixer(nn.Module):
                 v: Tensor,
                 key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+        """The mechanism. An override inherits this docstring, or says what it adds.
+
+        Args:
+            q (Tensor): (B, H, T, d) queries, unscaled (each mechanism applies its paper's
+                scaling).
+            k (Tensor): (B, H, S, d) keys, unscaled.
+            v (Tensor): (B, H, S, d) values.
+            key_padding_mask (Tensor, optional): (B, S) bool, True on padded keys.
+            need_weights (bool): Also return the mechanism's attention weights. Defaults to
+                False.
+
+        Returns:
+            tuple[Tensor, Tensor | None]: (B, H, T, d) outputs and, when ``need_weights``,
+            the weights (else None).
+        """
         raise NotImplementedError

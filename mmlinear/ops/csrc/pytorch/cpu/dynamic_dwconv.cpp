@@ -31,34 +31,59 @@ inline void valid_range(int64_t offset, int64_t W, int64_t* lo, int64_t* hi) {
   *hi = std::min<int64_t>(W, W - offset);
 }
 
+// A tap t = u * ks + w of the kernel at the offset (dy, dx) = (u - pad, w - pad), and the
+// output rows [y_lo, y_hi) and columns [x_lo, x_hi) whose input (oy + dy, ox + dx) lies in
+// the map.
+struct Tap {
+  int64_t t, dy, dx, y_lo, y_hi, x_lo, x_hi;
+};
+
+// tap_fn(tap) for every tap of the kernel, row-major: the order in which both passes sum.
+template <typename TapFn>
+inline void for_each_tap(const DwconvShape& sh, TapFn tap_fn) {
+  for (int64_t u = 0; u < sh.ks; ++u) {
+    for (int64_t w = 0; w < sh.ks; ++w) {
+      const int64_t dy = u - sh.pad, dx = w - sh.pad;
+      Tap tap{u * sh.ks + w, dy, dx, std::max<int64_t>(0, -dy), std::min(sh.H, sh.H - dy)};
+      valid_range(dx, sh.W, &tap.x_lo, &tap.x_hi);
+      tap_fn(tap);
+    }
+  }
+}
+
+// In parallel over the (sample, channel) planes p: plane_fn(p, acc), acc a thread's H * W
+// accumulator, which is then rounded into the plane p of `out`.
+template <typename scalar_t, typename PlaneFn>
+void for_each_plane(const DwconvShape& sh, scalar_t* out, PlaneFn plane_fn) {
+  using acc_t = cpu_acc_t<scalar_t>;
+  const int64_t plane = sh.H * sh.W;
+  at::parallel_for(0, sh.planes, 1, [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> acc(plane);
+    for (int64_t p = begin; p < end; ++p) {
+      plane_fn(p, acc.data());
+      scalar_t* op = out + p * plane;
+      for (int64_t i = 0; i < plane; ++i) op[i] = static_cast<scalar_t>(acc[i]);
+    }
+  });
+}
+
 template <typename scalar_t>
 void dwconv_forward_kernel(const scalar_t* x, const scalar_t* weight, const scalar_t* bias,
                            DwconvShape sh, scalar_t* out) {
   using acc_t = cpu_acc_t<scalar_t>;
   const int64_t plane = sh.H * sh.W, taps = sh.ks * sh.ks;
-  at::parallel_for(0, sh.planes, 1, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> acc(plane);
-    for (int64_t p = begin; p < end; ++p) {
-      const scalar_t* xp = x + p * plane;
-      const scalar_t* wp = weight + p * taps;
-      std::fill(acc.begin(), acc.end(), bias ? static_cast<acc_t>(bias[p]) : acc_t(0));
-      for (int64_t u = 0; u < sh.ks; ++u) {
-        for (int64_t w = 0; w < sh.ks; ++w) {
-          const acc_t tap = wp[u * sh.ks + w];
-          const int64_t dy = u - sh.pad, dx = w - sh.pad;
-          int64_t x_lo, x_hi;
-          valid_range(dx, sh.W, &x_lo, &x_hi);
-          for (int64_t oy = std::max<int64_t>(0, -dy); oy < std::min(sh.H, sh.H - dy); ++oy) {
-            const scalar_t* src = xp + (oy + dy) * sh.W + dx;
-            acc_t* dst = acc.data() + oy * sh.W;
+  for_each_plane(sh, out, [&](int64_t p, acc_t* acc) {
+    const scalar_t* xp = x + p * plane;
+    std::fill(acc, acc + plane, bias ? static_cast<acc_t>(bias[p]) : acc_t(0));
+    for_each_tap(sh, [&](const Tap& tap) {
+      const acc_t wt = weight[p * taps + tap.t];
+      for (int64_t oy = tap.y_lo; oy < tap.y_hi; ++oy) {
+        const scalar_t* src = xp + (oy + tap.dy) * sh.W + tap.dx;
+        acc_t* dst = acc + oy * sh.W;
 #pragma omp simd
-            for (int64_t ox = x_lo; ox < x_hi; ++ox) dst[ox] += tap * static_cast<acc_t>(src[ox]);
-          }
-        }
+        for (int64_t ox = tap.x_lo; ox < tap.x_hi; ++ox) dst[ox] += wt * static_cast<acc_t>(src[ox]);
       }
-      scalar_t* op = out + p * plane;
-      for (int64_t i = 0; i < plane; ++i) op[i] = static_cast<scalar_t>(acc[i]);
-    }
+    });
   });
 }
 
@@ -112,40 +137,29 @@ void dwconv_backward_kernel(const scalar_t* grad_out, const scalar_t* x, const s
                             scalar_t* grad_bias) {
   using acc_t = cpu_acc_t<scalar_t>;
   const int64_t plane = sh.H * sh.W, taps = sh.ks * sh.ks;
-  at::parallel_for(0, sh.planes, 1, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> acc(plane);
-    for (int64_t p = begin; p < end; ++p) {
-      const scalar_t* gp = grad_out + p * plane;
-      const scalar_t* xp = x + p * plane;
-      const scalar_t* wp = weight + p * taps;
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      acc_t gb = 0;
-      for (int64_t i = 0; i < plane; ++i) gb += static_cast<acc_t>(gp[i]);
-      grad_bias[p] = static_cast<scalar_t>(gb);
-      for (int64_t u = 0; u < sh.ks; ++u) {
-        for (int64_t w = 0; w < sh.ks; ++w) {
-          const acc_t tap = wp[u * sh.ks + w];
-          const int64_t dy = u - sh.pad, dx = w - sh.pad;
-          int64_t x_lo, x_hi;
-          valid_range(dx, sh.W, &x_lo, &x_hi);
-          acc_t gw = 0;
-          for (int64_t oy = std::max<int64_t>(0, -dy); oy < std::min(sh.H, sh.H - dy); ++oy) {
-            const scalar_t* src = xp + (oy + dy) * sh.W + dx;
-            const scalar_t* g = gp + oy * sh.W;
-            acc_t* dst = acc.data() + (oy + dy) * sh.W + dx;
+  for_each_plane(sh, grad_x, [&](int64_t p, acc_t* acc) {
+    const scalar_t* gp = grad_out + p * plane;
+    const scalar_t* xp = x + p * plane;
+    std::fill(acc, acc + plane, acc_t(0));
+    acc_t gb = 0;
+    for (int64_t i = 0; i < plane; ++i) gb += static_cast<acc_t>(gp[i]);
+    grad_bias[p] = static_cast<scalar_t>(gb);
+    for_each_tap(sh, [&](const Tap& tap) {
+      const acc_t wt = weight[p * taps + tap.t];
+      acc_t gw = 0;
+      for (int64_t oy = tap.y_lo; oy < tap.y_hi; ++oy) {
+        const scalar_t* src = xp + (oy + tap.dy) * sh.W + tap.dx;
+        const scalar_t* g = gp + oy * sh.W;
+        acc_t* dst = acc + (oy + tap.dy) * sh.W + tap.dx;
 #pragma omp simd reduction(+ : gw)
-            for (int64_t ox = x_lo; ox < x_hi; ++ox) {
-              const acc_t go = static_cast<acc_t>(g[ox]);
-              gw += go * static_cast<acc_t>(src[ox]);
-              dst[ox] += tap * go;
-            }
-          }
-          grad_weight[p * taps + u * sh.ks + w] = static_cast<scalar_t>(gw);
+        for (int64_t ox = tap.x_lo; ox < tap.x_hi; ++ox) {
+          const acc_t go = static_cast<acc_t>(g[ox]);
+          gw += go * static_cast<acc_t>(src[ox]);
+          dst[ox] += wt * go;
         }
       }
-      scalar_t* gx = grad_x + p * plane;
-      for (int64_t i = 0; i < plane; ++i) gx[i] = static_cast<scalar_t>(acc[i]);
-    }
+      grad_weight[p * taps + tap.t] = static_cast<scalar_t>(gw);
+    });
   });
 }
 

@@ -34,14 +34,14 @@ def run_tool_main(tool: ModuleType, *args) -> SimpleNamespace:
     imports), capturing what it prints.
 
     Returns:
-        SimpleNamespace: ``returncode`` (0, or the status its ``SystemExit`` gives the
-        interpreter), ``stdout`` and ``stderr``.
+        SimpleNamespace: ``returncode`` (the status ``main`` returns, as ``sys.exit(main())``
+        gives it to the interpreter: None is 0; or the status of its ``SystemExit``),
+        ``stdout`` and ``stderr``.
     """
     out, err = io.StringIO(), io.StringIO()
-    returncode = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            tool.main([str(a) for a in args])
+            returncode = tool.main([str(a) for a in args]) or 0
         except SystemExit as e:
             # As the interpreter exits: None is 0, a message goes to stderr with status 1.
             returncode = e.code

@@ -12,6 +12,7 @@ import time
 import pytest
 import test_large_image as one_image
 import tifffile
+import torch
 from analysis_tools_loader import run_tool_main
 from conftest import REPO_ROOT
 
@@ -180,10 +181,17 @@ def many(tmp_path_factory):
 
 
 @pytest.fixture(scope='module')
-def whole(checkpoint, many, tmp_path_factory):
-    """The outputs of an uninterrupted run of one process over ``many``."""
+def whole(tool, checkpoint, many, tmp_path_factory):
+    """The outputs of an uninterrupted run over ``many``: the tool's main in this process, on
+    one thread as run_script's processes run."""
     out = tmp_path_factory.mktemp('whole') / 'out'
-    assert run_script(many, CONFIG, checkpoint, '--out', out).wait(timeout=600) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = run_tool_main(tool, many, CONFIG, checkpoint, '--out', out)
+    finally:
+        torch.set_num_threads(threads)
+    assert result.returncode == 0, result.stderr
     return out
 
 

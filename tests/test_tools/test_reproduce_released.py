@@ -108,10 +108,20 @@ def save_safetensors(state, path):
 
 
 def run_reproduce(*args):
+    """tools/reproduce.py as a process of its own, for what its commands print: they write to
+    the process's output, which run_tool_main does not capture."""
     return subprocess.run([sys.executable, SCRIPT, *map(str, args)],
                           cwd=REPO_ROOT,
                           capture_output=True,
                           text=True)
+
+
+@pytest.fixture
+def reproduce_here(monkeypatch):
+    """tools/reproduce.py's main run in this process from the repository root, as the script
+    runs (its commands run as processes of their own, their output not captured)."""
+    monkeypatch.chdir(REPO_ROOT)
+    return lambda *args: run_tool_main(reproduce, *args)
 
 
 @pytest.fixture(scope='module')
@@ -121,7 +131,7 @@ def weightformer_t():
 
 
 def test_released_weightformer_t_is_converted_and_evaluated_by_the_test_loop(
-        tmp_path, weightformer_t):
+        tmp_path, weightformer_t, reproduce_here):
     """A model.safetensors whose classifier always says class 7, on four val images of which
     three are class 7: tools/test.py must measure top-1 75."""
     pytest.importorskip('safetensors')
@@ -131,8 +141,8 @@ def test_released_weightformer_t_is_converted_and_evaluated_by_the_test_loop(
     work_dir = osp.join(REPO_ROOT, 'work_dirs', 'reproduce', 'weightformer-t-released')
     shutil.rmtree(work_dir, ignore_errors=True)
 
-    result = run_reproduce('weightformer-t-released', '--checkpoint', checkpoint, '--data-root',
-                           data_root)
+    result = reproduce_here('weightformer-t-released', '--checkpoint', checkpoint, '--data-root',
+                            data_root)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert 'python tools/test.py configs/weightformer/weightformer-t_8xb256-amp_in1k.py' in \
         result.stdout
@@ -141,14 +151,15 @@ def test_released_weightformer_t_is_converted_and_evaluated_by_the_test_loop(
     assert osp.isfile(osp.join(work_dir, 'converted.pth'))
 
 
-def test_a_checkpoint_of_another_model_size_is_refused_before_the_evaluation(tmp_path):
+def test_a_checkpoint_of_another_model_size_is_refused_before_the_evaluation(
+        tmp_path, reproduce_here):
     """WeightFormer-S converts, but does not fill the WeightFormer-T config's model."""
     pytest.importorskip('safetensors')
     checkpoint = save_safetensors(
         fake_state(read_layout('weightformer-s')), tmp_path / 'model.safetensors')
     data_root = write_imagenet(tmp_path / 'imagenet', [0])
-    result = run_reproduce('weightformer-t-released', '--checkpoint', checkpoint, '--data-root',
-                           data_root)
+    result = reproduce_here('weightformer-t-released', '--checkpoint', checkpoint, '--data-root',
+                            data_root)
     assert result.returncode == 1
     assert 'the converted checkpoint does not fit configs/weightformer/' \
         'weightformer-t_8xb256-amp_in1k.py (expected model.safetensors of ' \
@@ -250,7 +261,7 @@ TINY_PROBES = {
         ('veca-released-pascal-context-probe', 'PASCAL Context mIoU 57.46'),
     ])
 def test_released_veca_backbone_gets_its_probe_trained_then_evaluated(tmp_path, experiment_id,
-                                                                      reported):
+                                                                      reported, reproduce_here):
     """The tiny VECA in the released container, converted, frozen under the probe's config
     (made tiny by --cfg-options), trained briefly on the generated dataset, then tested."""
     state = tiny_veca_release(tmp_path / 'veca.pt')
@@ -261,9 +272,9 @@ def test_released_veca_backbone_gets_its_probe_trained_then_evaluated(tmp_path, 
     work_dir = osp.join(REPO_ROOT, 'work_dirs', 'reproduce', experiment_id)
     shutil.rmtree(work_dir, ignore_errors=True)
 
-    result = run_reproduce(experiment_id, '--checkpoint', tmp_path / 'veca.pt', '--data-root',
-                           data_root, '--cfg-options', 'model.backbone.arch=test',
-                           'model.backbone.frozen_stages=2', *TINY_PROBES[experiment_id])
+    result = reproduce_here(experiment_id, '--checkpoint', tmp_path / 'veca.pt', '--data-root',
+                            data_root, '--cfg-options', 'model.backbone.arch=test',
+                            'model.backbone.frozen_stages=2', *TINY_PROBES[experiment_id])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(
         rf'{experiment_id}: measured \S+ \d+\.\d\d on {re.escape(str(data_root))}; the paper '

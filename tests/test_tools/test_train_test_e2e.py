@@ -1,6 +1,7 @@
 """Short end-to-end runs of tools/train.py and tools/test.py for the three toolboxes."""
 import glob
 import importlib.metadata
+import itertools
 import json
 import math
 import os
@@ -100,6 +101,37 @@ def run(args, cwd=REPO_ROOT, env=None):
     return result.stdout + result.stderr
 
 
+#: Counts the runs of tools/train.py and tools/test.py in this process.
+IN_PROCESS_RUNS = itertools.count()
+
+
+def run_in_process(tool: str, *args: str) -> None:
+    """``tools/<tool>.py ARGS`` (``tool`` 'train' or 'test'), its main run in this process from
+    the repository root (a process of its own costs seconds of imports), with the
+    ``LOCAL_RANK`` it sets and the deterministic-algorithms flags a config's ``randomness``
+    sets restored.
+
+    mmengine keeps a run's logger under the config's file name (or its ``experiment_name``)
+    and the second the run starts: runs in one process need configs of their own names. Its
+    visualizer is kept under the config's ``visualizer.name``, which mmdet's and mmseg's
+    configs fix: each run gets a name of its own, so that it draws with its own visualizer
+    into its own work directory, not with one left by an earlier run in this process.
+    """
+    flags = (torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled())
+    cudnn = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv('LOCAL_RANK', '0')
+        patch.chdir(REPO_ROOT)
+        try:
+            load_tool(tool, osp.join(REPO_ROOT, 'tools')).main(
+                [str(arg) for arg in args] +
+                ['--cfg-options', f'visualizer.name=visualizer_{next(IN_PROCESS_RUNS)}'])
+        finally:
+            torch.use_deterministic_algorithms(flags[0], warn_only=flags[1])
+            torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn
+
+
 def read_test_metrics(work_dir):
     logs = sorted(glob.glob(osp.join(work_dir, '*', '*.json')), key=osp.getmtime)
     with open(logs[-1]) as f:
@@ -107,13 +139,14 @@ def read_test_metrics(work_dir):
 
 
 def train_then_test(config, task, tmp_path):
-    """Train ``config`` with tools/train.py, test its last checkpoint with tools/test.py, check
-    the task's metrics and the saved predictions; return the checkpoint."""
+    """Train ``config`` with tools/train.py (a process of its own), test its last checkpoint
+    with tools/test.py (in this process), check the task's metrics and the saved predictions;
+    return the checkpoint."""
     work_dir = str(tmp_path / 'work')
     run(['tools/train.py', config, '--work-dir', work_dir])
     checkpoint = last_checkpoint(work_dir)
     out = str(tmp_path / ('pred' if task == 'seg' else 'pred.pkl'))
-    run(['tools/test.py', config, checkpoint, '--work-dir', str(tmp_path / 'test'), '--out', out])
+    run_in_process('test', config, checkpoint, '--work-dir', tmp_path / 'test', '--out', out)
     metrics = read_test_metrics(str(tmp_path / 'test'))
     expected = {
         'cls': ['accuracy/top1'],
@@ -335,10 +368,8 @@ def test_the_demo_classifier_is_tested_on_the_v2_split_with_its_folder_labels(
                                dataset=dict(data_root='{tiny_data}/cls_v2'))
     ''')
     out = str(tmp_path / 'pred.pkl')
-    run([
-        'tools/test.py', config, demo_checkpoints['cls'].checkpoint, '--work-dir',
-        str(tmp_path / 'test'), '--out', out
-    ])
+    run_in_process('test', config, demo_checkpoints['cls'].checkpoint, '--work-dir',
+                   tmp_path / 'test', '--out', out)
     predictions = load(out)
     folders = [int(osp.basename(osp.dirname(p['img_path']))) for p in predictions]
     assert len(predictions) == max(6, round(300 * 0.05)) and set(folders) == {0, 1, 2}
@@ -361,14 +392,13 @@ def test_the_demo_detector_is_tested_streamed_through_cfg_options(tiny_data, dem
     from mmengine.fileio import load
     from streamed_checks import assert_same_detections
     root = f'{tiny_data}/coco/'
-    config = write_config(
-        tmp_path, 'det.py', f'''
+    body = f'''
         _base_ = ['{DEMO}/mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py']
         test_dataloader = dict(num_workers=0, persistent_workers=False,
                                dataset=dict(data_root='{root}', indices=2))
         test_evaluator = dict(type='CocoMetric', metric=['bbox', 'segm'],
                               ann_file='{root}annotations/instances_val.json')
-    ''')
+    '''
     # Every detection kept and drawn.
     common = [
         'test_dataloader.dataset.pipeline.1.scale=(96,96)', 'model.test_cfg.rcnn.score_thr=0',
@@ -385,10 +415,10 @@ def test_the_demo_detector_is_tested_streamed_through_cfg_options(tiny_data, dem
             str(tmp_path / name) for name in (mode, f'{mode}.pkl', f'{mode}_vis'))
         # mmdet's DumpDetResults (--out) and visualiser (--show-dir) want bool maps.
         outputs = [] if mode == 'rle' else ['--out', out, '--show-dir', show_dir]
-        run([
-            'tools/test.py', config, demo_checkpoints['det'].checkpoint, '--work-dir', work_dir,
-            *outputs, '--cfg-options', *common, *options
-        ])
+        # The same config under the mode's name: the three runs share this process.
+        config = write_config(tmp_path, f'{mode}.py', body)
+        run_in_process('test', config, demo_checkpoints['det'].checkpoint, '--work-dir', work_dir,
+                       *outputs, '--cfg-options', *common, *options)
         metrics[mode] = read_test_metrics(work_dir)
         if outputs:
             dumps[mode] = load(out)

@@ -5,8 +5,8 @@ arbitrary code); after each refusal that file must not exist.
 """
 import builtins
 import os.path as osp
-import subprocess
 import sys
+import traceback
 
 import pytest
 import torch
@@ -15,6 +15,9 @@ from mmengine.runner import CheckpointLoader, load_checkpoint
 
 import mmlinear  # noqa: F401  (registers the allowlist)
 from mmlinear.models.backbones import InfViT
+
+sys.path.insert(0, osp.join(REPO_ROOT, 'tests', 'test_tools'))
+from analysis_tools_loader import load_tool, run_tool_main  # noqa: E402
 
 DEMO_CLS = osp.join(REPO_ROOT, 'configs', 'demo', 'infvit-demo-linear_shapes-cls.py')
 
@@ -70,10 +73,30 @@ def test_python_loading_paths_refuse(evil):
 
 
 def tool_fails(args, target):
-    result = subprocess.run([sys.executable] + args, cwd=REPO_ROOT, capture_output=True, text=True)
-    assert result.returncode != 0
+    """Run ``python SCRIPT ARGS`` by the script's main in this process (a process of its own
+    costs seconds of imports), from the repository root with the ``LOCAL_RANK`` that
+    tools/train.py and tools/test.py set restored; check that it fails and that the file was
+    not created.
+
+    Returns:
+        str: What the failure prints: the converter's message, or the traceback of the error
+        that stops train.py or test.py.
+    """
+    script, *argv = args
+    tool = load_tool(
+        osp.splitext(osp.basename(script))[0], osp.join(REPO_ROOT, osp.dirname(script)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv('LOCAL_RANK', '0')
+        patch.chdir(REPO_ROOT)
+        try:
+            result = run_tool_main(tool, *argv)
+        except Exception as error:  # noqa: BLE001  (as the interpreter prints it, then exits 1)
+            stderr = ''.join(traceback.format_exception(type(error), error, error.__traceback__))
+        else:
+            assert result.returncode != 0
+            stderr = result.stderr
     assert not target.exists()
-    return result.stderr
+    return stderr
 
 
 @pytest.mark.parametrize('tool', ['test', 'resume', 'load_from', 'converter'])

@@ -267,7 +267,7 @@ def test_options_errors_name_the_allowed_values():
 
 
 def test_batch_members_do_not_interact():
-    model = tiny().double().eval()
+    model = tiny(arch='test').double().eval()  # a static and a dynamic block, as every preset
     torch.manual_seed(1)
     x = torch.randn(3, 3, 48, 64, dtype=torch.float64)
     out = model(x)[0]
@@ -404,7 +404,9 @@ def test_frozen_stages():
 
 def test_with_cp_matches_plain_forward_and_backward():
     x = torch.randn(2, 3, 48, 64)
-    plain, checkpointed = tiny(), tiny(with_cp=True)
+    # 'test' has a static block 0 and a dynamic block 1, as the presets: checkpointing wraps
+    # each block alike at any depth and width.
+    plain, checkpointed = tiny(arch='test'), tiny(arch='test', with_cp=True)
     checkpointed.load_state_dict(plain.state_dict())
     out_plain, out_cp = plain(x)[0], checkpointed(x)[0]
     torch.testing.assert_close(out_cp, out_plain)
@@ -418,7 +420,8 @@ def test_with_cp_matches_plain_forward_and_backward():
 
 def test_padding_mask_hides_the_padded_region():
     """With the mask, the valid tokens of a padded image equal those of the image alone."""
-    model = tiny(out_type='featmap').double().eval()
+    # 'test': a static and a dynamic block, as every preset (the mask enters each block alike).
+    model = tiny(arch='test', out_type='featmap').double().eval()
     torch.manual_seed(1)
     image = torch.randn(1, 3, 48, 64, dtype=torch.float64)
     padded = torch.randn(1, 3, 96, 96, dtype=torch.float64)
@@ -428,7 +431,7 @@ def test_padding_mask_hides_the_padded_region():
     alone = model(image)[0]
     torch.testing.assert_close(model(padded, mask)[0][..., :3, :4], alone)
     assert (model(padded)[0][..., :3, :4] - alone).abs().max() > 1e-3
-    avg = tiny(out_type='avg_featmap').double().eval()
+    avg = tiny(arch='test', out_type='avg_featmap').double().eval()
     torch.testing.assert_close(avg(padded, mask)[0], avg(image)[0])
 
 

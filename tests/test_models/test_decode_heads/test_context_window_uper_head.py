@@ -78,10 +78,9 @@ def test_window_of_a_tile_gives_the_tile_alone_where_they_align():
         torch.testing.assert_close(out[:, :, 20:, 12:], tile_last[:, :, 4:, 4:])
 
 
-@pytest.mark.parametrize('window', [None, 'whole', (13, 11), (20, 40), 64])
-def test_window_holding_the_map_is_uperhead(window):
-    """None or 'whole', or a window at least the map: exactly mmseg's UPerHead (the same
-    weights)."""
+def head_beside_uperhead(window):
+    """The head with ``window``, mmseg's UPerHead with its weights, and two float64 levels
+    whose top one is 13 x 11."""
     head = window_head(window)
     torch.manual_seed(0)
     plain = randomised(UPerHead(**HEAD))
@@ -90,6 +89,14 @@ def test_window_holding_the_map_is_uperhead(window):
         torch.randn(2, 4, 26, 22, dtype=torch.float64),
         torch.randn(2, 6, 13, 11, dtype=torch.float64)
     ]
+    return head, plain, levels
+
+
+@pytest.mark.parametrize('window', [None, 'whole', (13, 11), (20, 40), 64])
+def test_window_holding_the_map_is_uperhead(window):
+    """None or 'whole', or a window at least the map: exactly mmseg's UPerHead (the same
+    weights)."""
+    head, plain, levels = head_beside_uperhead(window)
     with torch.no_grad():
         assert torch.equal(head(levels), plain(levels))
 
@@ -112,14 +119,7 @@ def test_windows_holding_the_map_are_ppm_on_the_whole_map(window, align_corners)
 def test_while_exporting_the_head_pools_windows_that_hold_the_map_as_uperhead(monkeypatch):
     """While a graph is exported the head takes its windowed pooling at every size; where the
     window holds the map it is mmseg's UPerHead (the same weights) up to rounding."""
-    head = window_head(64)
-    torch.manual_seed(0)
-    plain = randomised(UPerHead(**HEAD))
-    plain.load_state_dict(head.state_dict())
-    levels = [
-        torch.randn(2, 4, 26, 22, dtype=torch.float64),
-        torch.randn(2, 6, 13, 11, dtype=torch.float64)
-    ]
+    head, plain, levels = head_beside_uperhead(64)
     calls = []
     monkeypatch.setattr(context_window_uper_head, 'windowed_pyramid_pooling',
                         lambda *args: calls.append(args) or windowed_pyramid_pooling(*args))

@@ -61,16 +61,17 @@ pass_on() {
     kill -"$1" "$LAUNCHER_PID" 2>/dev/null || true
 }
 
-# wait_passing_signals PID: wait for the launcher PID (started in the background), passing
-# SIGUSR1 and SIGTERM on to it (srun and torchrun pass them on to every task); sets STATUS to
-# its exit status, and SIGNALLED and SIGNAL_TIME as pass_on does (empty when no signal came).
+# wait_passing_signals PID [TERM_AS]: wait for the launcher PID (started in the background),
+# passing SIGUSR1 on to it and SIGTERM as TERM_AS (default TERM); the launcher passes them on to
+# every task. Sets STATUS to its exit status, and SIGNALLED and SIGNAL_TIME as pass_on does
+# (empty when no signal came).
 wait_passing_signals() {
     LAUNCHER_PID=$1
     SIGNALLED=
     SIGNAL_TIME=
     # A trap lets this shell stay alive to pass the signal on.
     trap 'pass_on USR1' USR1
-    trap 'pass_on TERM' TERM
+    trap "pass_on ${2:-TERM}" TERM
     STATUS=0
     while true; do
         # wait returns early (status > 128) when a trapped signal arrives; wait again then.
@@ -107,7 +108,9 @@ srun_requeueing() {
     SIGNAL_SECONDS=${SIGNAL_SECONDS:-120}
     check_seconds SIGNAL_SECONDS 65535
     srun_tool "$partition" "$job_name" --signal=USR1@"$SIGNAL_SECONDS" "$@" &
-    wait_passing_signals $!
+    # srun answers a SIGTERM by killing the step's tasks ("srun: forcing job termination");
+    # it passes SIGUSR1 on to them as it is, and the tasks stop on it as on SIGTERM.
+    wait_passing_signals $! USR1
     requeue_on_stop "$what"
 }
 

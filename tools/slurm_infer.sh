@@ -8,10 +8,12 @@
 # each task writes its images' folders under OUT, and OUT/manifest.jsonl is merged at the end.
 #
 # Preemption and time limits: slurm sends the tasks SIGUSR1 SIGNAL_SECONDS before the job's
-# time limit (srun --signal=USR1@SIGNAL_SECONDS) and SIGTERM when it preempts the job; each
-# task finishes the image in progress and exits with status 75. Inside a batch job (sbatch
-# --requeue) the script then requeues the job with scontrol, and every start skips the images
-# whose outputs are complete.
+# time limit (srun --signal=USR1@SIGNAL_SECONDS); a SIGUSR1 or SIGTERM to this script is passed
+# on to the tasks as SIGUSR1. Each task finishes the image in progress and exits with status
+# 75. Inside a batch job (sbatch --requeue) the script then requeues the job with scontrol,
+# and every start skips the images whose outputs are complete. A SIGTERM slurm sends to the
+# whole job (scancel, preemption, the time limit itself) reaches srun too, which kills the
+# tasks at once: only the images complete by then are kept (docs/large_images.md).
 set -euo pipefail
 source "$(dirname "$0")/launch_common.sh"
 require_args 6 "$0 PARTITION JOB_NAME INPUTS CONFIG CHECKPOINT OUT [large_image.py options...]" \

@@ -327,9 +327,9 @@ def test_dist_infer_stops_torchrun_on_sigterm_with_75_and_a_rerun_completes(
 
 
 # slurm is not installed where the suite runs: this srun runs the step's tasks on this machine
-# as slurm does (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the signals it receives passed on to
-# every task; the highest status returned), so that the script's command line, the slurm
-# launcher and the requeue status are tested; the scheduler itself is not.
+# as slurm's does (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; SIGUSR1 passed on to every task,
+# SIGTERM answered by killing them; the highest status returned), so that the script's command
+# line, the slurm launcher and the requeue status are tested; the scheduler itself is not.
 LOCAL_SRUN = r'''#!/usr/bin/env bash
 ntasks=1
 while [[ $1 == -* ]]; do
@@ -344,7 +344,7 @@ for ((task = 0; task < ntasks; task++)); do
     SLURM_PROCID=$task SLURM_LOCALID=$task SLURM_NTASKS=$ntasks SLURM_NODELIST=localhost "$@" &
     pids+=($!)
 done
-trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' TERM
+trap 'kill -KILL "${pids[@]}" 2>/dev/null || true' TERM
 trap 'kill -USR1 "${pids[@]}" 2>/dev/null || true' USR1
 highest=0
 for pid in "${pids[@]}"; do

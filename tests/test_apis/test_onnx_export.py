@@ -16,6 +16,7 @@ from mmlinear.apis.onnx_export import (ExportError, adaptive_avg_pool2d_any_size
                                        build_export_model, check_export_shape, check_onnx_graph,
                                        check_opset, compare_with_onnxruntime, export_onnx,
                                        output_names, required_divisor)
+from mmlinear.models.decode_heads import ContextWindowUPerHead
 from mmlinear.models.utils.windowed_pyramid_pooling import windowed_pyramid_pooling
 
 # The demo widths with two blocks (WeightFormer's second block is its dynamic one): the graph
@@ -70,8 +71,9 @@ def demo_config(name: str, backbone: str = None, overrides: dict = None) -> Conf
 
 
 #: Cases run with --run-slow only: their backbones' graphs are checked by their classifier
-#: cases, the UperNet's by InfViT's with its window (windowed_upernet), which differs in the
-#: pyramid pooling only (the whole map's adaptive pooling: WeightFormer's classifier).
+#: cases, the head's by the windowed head on the image (windowed_head; the demo UperNet with
+#: its window, windowed_upernet, is slow too), which differs in the pyramid pooling only (the
+#: whole map's adaptive pooling: WeightFormer's classifier).
 SLOW_CASES = ('infvit-upernet', 'veca-upernet', 'weightformer-upernet')
 
 
@@ -136,42 +138,84 @@ def test_a_graph_that_holds_at_one_size_only_is_refused(tmp_path):
     assert (tmp_path / 'x.onnx').exists()
 
 
-#: The demo UperNet's head window, 8 x 8 cells of its stride-16 top level, is 128 x 128 px.
-#: The graph is traced where the window holds the map (96 x 80 px: 6 x 5 cells) and checked
-#: where it holds the map, equals it, exceeds it on both sides and on one side only.
-WINDOWED_UPERNET_SIZES = [(1, 64, 96), (1, 128, 128), (2, 224, 160), (1, 96, 208)]
+#: Both windowed models below pool windows of 128 x 128 px (the demo UperNet: 8 x 8 cells of
+#: its stride-16 top level; the head on the image: 4 x 4 cells at stride 32). Each graph is
+#: traced where the window holds the map (96 x 80 px) and checked where it holds the map,
+#: equals it, exceeds it on both sides and on one side only.
+WINDOWED_SIZES = [(1, 64, 96), (1, 128, 128), (2, 224, 160), (1, 96, 208)]
+
+
+class WindowedHeadOnImage(nn.Module):
+    """``ContextWindowUPerHead`` (a window of 4 x 4 cells, the four pooling scales of the
+    configs) over a pyramid of strides 4 to 32 average-pooled from the image itself: the
+    head's graph without a backbone's, which the classifier cases check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = ContextWindowUPerHead(
+            context_window=4,
+            in_channels=[3, 3, 3, 3],
+            in_index=[0, 1, 2, 3],
+            channels=8,
+            pool_scales=(1, 2, 3, 6),
+            num_classes=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head([F.avg_pool2d(x, stride) for stride in (4, 8, 16, 32)])
+
+
+@pytest.fixture(scope='module')
+def windowed_head(tmp_path_factory):
+    """The windowed head on the image, its window in cells, and its dynamic ONNX file."""
+    torch.manual_seed(0)
+    model = WindowedHeadOnImage().eval()
+    onnx_file = str(tmp_path_factory.mktemp('onnx') / 'head-windowed.onnx')
+    export_onnx(model, onnx_file, (96, 80), ['seg_logits'], dynamic=True)
+    return model, model.head, 4, onnx_file
 
 
 @pytest.fixture(scope='module')
 def windowed_upernet(tmp_path_factory):
-    """The demo UperNet with its head's context window, and its dynamic ONNX file."""
+    """The demo UperNet as shipped, with its head's window in cells, and its dynamic ONNX
+    file."""
     torch.manual_seed(0)
     model = build_export_model(demo_config('upernet_infvit-demo-linear_shapes-ade.py', 'infvit'))
     assert model.model.decode_head.context_window == (8, 8)
     onnx_file = str(tmp_path_factory.mktemp('onnx') / 'upernet-windowed.onnx')
     export_onnx(model, onnx_file, (96, 80), ['seg_logits'], dynamic=True)
-    return model, onnx_file
+    return model, model.model.decode_head, 8, onnx_file
 
 
-@pytest.mark.parametrize('batch, height, width', WINDOWED_UPERNET_SIZES)
-def test_dynamic_graph_of_a_windowed_head_holds_within_and_beyond_the_window(
-        windowed_upernet, batch, height, width):
-    """ONNX Runtime gives PyTorch's logits at every size: the whole map's pooling where the
+def assert_windowed_graph_holds(windowed, batch, height, width):
+    """ONNX Runtime gives PyTorch's logits at this size: the whole map's pooling where the
     window holds the map, the windows' where it does not (which differ from the whole map's
     there, so the graph is not the whole map's pooling at every size)."""
-    model, onnx_file = windowed_upernet
+    model, head, window, onnx_file = windowed
     inputs = torch.randn(batch, 3, height, width)
     assert compare_with_onnxruntime(model, onnx_file, inputs) < 1e-4
     if max(height, width) > 128:
-        head = model.model.decode_head
         with torch.no_grad():
-            windowed = model(inputs)
+            windowed_logits = model(inputs)
             head.context_window = 'whole'
             try:
                 whole_map = model(inputs)
             finally:
-                head.context_window = 8
-        assert (windowed - whole_map).abs().max() > 1e-3
+                head.context_window = window
+        assert (windowed_logits - whole_map).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize('batch, height, width', WINDOWED_SIZES)
+def test_dynamic_graph_of_a_windowed_head_holds_within_and_beyond_the_window(
+        windowed_head, batch, height, width):
+    assert_windowed_graph_holds(windowed_head, batch, height, width)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('batch, height, width', WINDOWED_SIZES)
+def test_dynamic_graph_of_the_windowed_demo_upernet_holds_within_and_beyond_the_window(
+        windowed_upernet, batch, height, width):
+    """The same with the demo UperNet as shipped (its export takes about 100 s on a CPU)."""
+    assert_windowed_graph_holds(windowed_upernet, batch, height, width)
 
 
 class WindowedPooling(nn.Module):

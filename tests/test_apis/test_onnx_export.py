@@ -219,13 +219,13 @@ def test_dynamic_graph_of_the_windowed_demo_upernet_holds_within_and_beyond_the_
 
 
 class WindowedPooling(nn.Module):
-    """Pyramid pooling of 1 x 1 and 3 x 3 bins on the image itself over windows of 4 x 3
-    pixels, resized as with and without ``align_corners``."""
+    """Pyramid pooling of 3 x 3 bins on the image itself over windows of 4 x 3 pixels,
+    resized as with and without ``align_corners`` (the windowed head above has the configs'
+    four scales)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.branches = nn.ModuleList(
-            nn.Sequential(nn.AdaptiveAvgPool2d(bins), nn.Conv2d(3, 2, 1)) for bins in (1, 3))
+        self.branches = nn.ModuleList([nn.Sequential(nn.AdaptiveAvgPool2d(3), nn.Conv2d(3, 2, 1))])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         H, W = x.shape[2:]

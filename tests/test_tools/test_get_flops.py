@@ -24,8 +24,8 @@ RECORDED_COUNTS = {
 def registry_run(claim_id: str,
                  smallest_only: bool = False) -> Tuple[dict, dict, List[str], List[dict]]:
     """Run the registry's demo command of get_flops.py that makes the claim's figure, into a
-    temporary folder instead (with ``smallest_only``, at its first resolution alone): the
-    claim's experiment and the claim, the tables the command wrote and its rows."""
+    temporary folder instead (with ``smallest_only``, its first model at its first resolution
+    alone): the claim's experiment and the claim, the tables the command wrote and its rows."""
     experiment, claim = next((e, c) for e, c in reproduce.all_claims(reproduce.load_experiments())
                              if c['id'] == claim_id)
     command = next(c for c in experiment['demo']
@@ -34,9 +34,10 @@ def registry_run(claim_id: str,
     written = osp.join(tempfile.mkdtemp(), 'flops.md')
     argv[argv.index('--out') + 1] = written
     if smallest_only:
-        first = argv.index('--resolutions') + 1
-        last = next((i for i in range(first, len(argv)) if argv[i].startswith('--')), len(argv))
-        del argv[first + 1:last]
+        for option in ('--models', '--resolutions'):
+            first = argv.index(option) + 1
+            last = next((i for i in range(first, len(argv)) if argv[i].startswith('--')), len(argv))
+            del argv[first + 1:last]
     get_flops.main(argv)
     with open(written) as f:
         tables = f.read().split('\n\n')
@@ -132,8 +133,9 @@ def table_rows(table: str) -> List[str]:
 
 
 @pytest.mark.parametrize('claim_id', RECORDED_COUNTS)
-def test_the_recorded_counts_hold_at_the_commands_first_resolution(claim_id):
-    """Every row the claim's command writes at its first resolution stands in the recorded
+def test_the_recorded_counts_hold_at_the_commands_first_model_and_resolution(claim_id):
+    """Every row the claim's command writes for its first model at its first resolution
+    stands in the recorded
     table (the table of the command's whose header the section shows) as it is written
     today; the whole command is the slow test below."""
     experiment, claim, tables, _ = registry_run(claim_id, smallest_only=True)

@@ -287,34 +287,6 @@ def _probe_sizes(traced: Dict[str, int]) -> List[Dict[str, int]]:
     } for scale, offset in ((1, 0), (1, 1), (2, 3), (3, 5), (5, 1))]
 
 
-def check_size_independent_modules(model: nn.Module) -> None:
-    """Refuse a dynamic graph of a model whose modules choose their computation by the input's
-    size in a way the exporter cannot keep.
-
-    InfViT's Linear-InfSA context window (``backbone.context_window``) sums each token's
-    window over the image's valid rows and columns, which it reads as plain integers (the
-    valid extents of a padded batch): the traced graph would keep the traced size's windows.
-    Modules whose window holds at every size say so (``window_exports_at_every_size``):
-    ``ContextWindowUPerHead``, whose windowed pooling, taken at every size while exporting, is
-    the whole map's pooling where the map fits in the window.
-
-    Raises:
-        ExportError: Naming the modules and the two ways that export them.
-    """
-    windowed = [(name, module.context_window) for name, module in model.named_modules()
-                if getattr(module, 'context_window', None) is not None
-                and not getattr(module, 'window_exports_at_every_size', False)]
-    if windowed:
-        where = ', '.join(f'{name or "the model"} (context_window={window})'
-                          for name, window in windowed)
-        # The wrapper's ``model`` (TensorOutputModel) is the config's, so names are its keys.
-        whole = ' '.join(f'{name}.context_window=whole' for name, _ in windowed)
-        raise ExportError(f'{where} takes a window of the input by its size, which a dynamic '
-                          f'graph cannot hold: export without --dynamic-shape (a graph for one '
-                          f'size, the windows included), or with the whole input\'s context at '
-                          f'every size (--cfg-options {whole})')
-
-
 def check_size_specialisation(program: torch.export.ExportedProgram, shape: Tuple[int,
                                                                                   int]) -> None:
     """Refuse a dynamic graph that holds only at some sizes.
@@ -393,12 +365,9 @@ def export_onnx(model: nn.Module,
 
     Raises:
         ExportError: If the opset is not supported, or a dynamic graph would hold only at
-            some sizes (:func:`check_size_independent_modules`,
-            :func:`check_size_specialisation`).
+            some sizes (:func:`check_size_specialisation`).
     """
     check_opset(opset)
-    if dynamic:
-        check_size_independent_modules(model)
     inputs = (torch.randn(2 if dynamic else 1, 3, *shape), )
     dynamic_shapes = ({axis: torch.export.Dim.AUTO for axis in DYNAMIC_AXES}, ) if dynamic \
         else None

@@ -249,19 +249,27 @@ def test_windowed_pooling_graph_holds_down_to_one_pixel(tmp_path):
         assert compare_with_onnxruntime(model, onnx_file, inputs) < 1e-5, (height, width)
 
 
-def test_a_windowed_backbone_exports_at_one_size_only(tmp_path):
-    """InfViT's Linear-InfSA window reads the image's extents as integers: a dynamic graph is
-    refused naming the two ways out."""
+def test_dynamic_graph_of_a_windowed_backbone_holds_within_and_beyond_the_window(tmp_path):
+    """InfViT with Linear-InfSA's context window of 2 x 3 tokens, traced on a 5 x 7 grid: ONNX
+    Runtime gives PyTorch's scores where the grid is smaller than the window (the whole
+    summary there, down to one token), as large, and larger (windows there: other scores than
+    the whole summary's). One block: the graph repeats the offset's operators per block."""
     cfg = demo_config('infvit-demo-linear_shapes-cls.py', 'infvit',
-                      {'model.backbone.context_window': 4})
+                      {'model.backbone.context_window': (2, 3)})
+    cfg.model.backbone.arch = dict(SHALLOW_ARCH['infvit'], num_layers=1)
+    torch.manual_seed(0)
     model = build_export_model(cfg)
-    onnx_file = tmp_path / 'infvit.onnx'
-    with pytest.raises(
-            ExportError,
-            match=r'^model\.backbone \(context_window=\(4, 4\)\) .*without --dynamic-shape'
-            r'.*--cfg-options model\.backbone\.context_window=whole\)$'):
-        export_onnx(model, str(onnx_file), (64, 64), ['cls_score'], dynamic=True)
-    assert not onnx_file.exists()
+    backbone = model.model.backbone
+    onnx_file = str(tmp_path / 'infvit-windowed.onnx')
+    export_onnx(model, onnx_file, (40, 56), ['cls_score'], dynamic=True)
+    for batch, height, width in [(2, 40, 56), (1, 8, 8), (1, 8, 24), (1, 16, 24), (3, 72, 48)]:
+        inputs = torch.randn(batch, 3, height, width)
+        assert compare_with_onnxruntime(model, onnx_file, inputs) < 1e-4, (height, width)
+    with torch.no_grad():
+        windowed = model(inputs)
+        backbone.context_window = None
+        whole = model(inputs)
+    assert (windowed - whole).abs().max() > 1e-4
 
 
 def test_static_graph_takes_the_traced_size(tmp_path):

@@ -34,9 +34,6 @@ class ContextWindowUPerHead(UPerHead):
         **kwargs: ``pool_scales`` and the rest of mmseg's ``UPerHead``.
     """
 
-    #: A dynamic ONNX graph holds the window at every size (see :meth:`psp_forward`).
-    window_exports_at_every_size = True
-
     def __init__(self, context_window: ContextWindow = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.context_window = context_window

@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
+from mmlinear.utils.ext_loader import exporting
 from ..utils import check_choice, extend_padding_mask
 from ..utils.windowed_pyramid_pooling import Span
 from .mixers import (EFFICIENT_ATTENTIONS, MIXERS, Values, build_mixer, merge_heads, mixer_options,
@@ -222,7 +223,8 @@ class InfSAAttention(nn.Module):
                 span=(0, hw_shape[0]),
                 hw_shape=hw_shape,
                 window=context_window,
-                extents=image_extents(token_padding_mask, hw_shape, B))
+                extents=None if token_padding_mask is None else image_extents(
+                    token_padding_mask, hw_shape, B))
             out = torch.cat([out[:, :E], patches], dim=1)
         out = self.proj_drop(out)
         return (out, weights) if need_weights else out
@@ -244,7 +246,9 @@ class InfSAAttention(nn.Module):
                              f'{self.attn_type!r}; use context_window=None')
         if hw_shape is None:
             raise ValueError('context_window needs the patch grid: pass hw_shape')
-        if covers_grid(context_window, hw_shape):
+        # While exporting, the windows at every size (a window that covers the grid is the
+        # grid's summary, up to rounding), so that the graph holds at sizes above the window.
+        if not exporting() and covers_grid(context_window, hw_shape):
             return False
         if self.mixer.explicit(need_weights):
             raise ValueError(f'with a context_window {context_window} smaller than the grid '

@@ -1,9 +1,10 @@
 """Named backbone presets and config files, built the same way by every analysis tool.
 
 The benchmark, FLOP counter, attention visualiser and elastic sweep all take a model as either
-a preset name of ``BACKBONE_PRESETS`` (the three mmlinear backbones and the softmax ViT
-baselines of matching width and depth, taken from mmpretrain so that the baseline is the
-toolbox's own ViT with PyTorch's scaled-dot-product attention) or the path of a config file,
+a preset name of ``BACKBONE_PRESETS`` (the three mmlinear backbones, InfViT-4L's body with
+each token mixer of the InfSA paper's efficiency comparison, and the softmax ViT baselines of
+matching width and depth, taken from mmpretrain so that the baseline is the toolbox's own ViT
+with PyTorch's scaled-dot-product attention) or the path of a config file,
 whose ``model.backbone`` (or ``model``) is built. The tools that need a whole classifier
 (attention quality, the elastic sweep of a classifier config) build it with
 :func:`build_classifier`.
@@ -17,6 +18,7 @@ from mmengine.registry import MODELS, init_default_scope
 from torch import nn
 
 from mmlinear.models import VECA, InfViT, WeightFormer
+from mmlinear.models.layers import ATTN_TYPES
 
 if TYPE_CHECKING:
     from mmengine.model import BaseModel
@@ -43,12 +45,32 @@ def _mmpretrain_vit(arch: Union[str, dict]) -> dict:
 
 # InfViT's arch_zoo names already start with 'infvit-'.
 _INFVIT_ARCHS = _zoo_presets(InfViT, '', ('infvit-4l', 'infvit-24l', 'infvit-demo', 'infvit-test'))
+# The attentions of every InfViT architecture's presets.
+_INFSA_ATTNS = ('linear', 'pure', 'softmax')
+# Backbone options of the comparison's other mixers, where their defaults do not serve it.
+# Linformer's projections are per position: with its defaults (the 197 tokens of 224 px,
+# k = 197 // 4 = 49) it refuses 1024 px, the comparison's size. Its projections here cover
+# the 4,097 tokens of 1024 px with the same k, so it runs at both sizes and costs per token
+# what the 224-px model does (1.5 M parameters more, in the projections' unused columns at
+# 224 px).
+_COMPARISON_OPTIONS = {
+    'linformer':
+    dict(mixer_cfg=dict(max_tokens=1 + (1024 // 16)**2, proj_len=(1 + (224 // 16)**2) // 4))
+}
 
 BACKBONE_PRESETS: Dict[str, dict] = {
     **{
         f'{name}-{attn}': dict(preset, attn_type=attn)
         for name, preset in _INFVIT_ARCHS.items()
-        for attn in ('linear', 'pure', 'softmax')
+        for attn in _INFSA_ATTNS
+    },
+    # InfViT-4L's body with each other token mixer of the InfSA paper's efficiency comparison
+    # ('infvit-4l-none', 'infvit-4l-elu_linear', ..., 'infvit-4l-agent': the attn_type verbatim),
+    # so that all nine are timed in the same body.
+    **{
+        f'infvit-4l-{attn}':
+        dict(_INFVIT_ARCHS['infvit-4l'], attn_type=attn, **_COMPARISON_OPTIONS.get(attn, {}))
+        for attn in ATTN_TYPES if attn not in _INFSA_ATTNS
     },
     **_zoo_presets(WeightFormer, 'weightformer-', ('t', 's', 'b', 'test')),
     **_zoo_presets(VECA, 'veca-', ('small', 'splus', 'base', 'large')),

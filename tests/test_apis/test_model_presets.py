@@ -4,6 +4,7 @@ import torch
 from mmlinear.apis import (BACKBONE_PRESETS, IMAGENET_MEAN, backbone_config, build_backbone,
                            build_classifier, input_normalization)
 from mmlinear.models import VECA, InfViT, WeightFormer
+from mmlinear.models.layers import ATTN_TYPES
 
 DEMO_CLS = 'configs/demo/infvit-demo-linear_shapes-cls.py'
 
@@ -67,3 +68,29 @@ def test_classifier_needs_a_head(tmp_path):
     config.write_text("model = dict(backbone=dict(type='mmlinear.InfViT', arch='infvit-test'))\n")
     with pytest.raises(ValueError, match='backbone_only.py has no classification head'):
         build_classifier(str(config))
+
+
+@pytest.mark.parametrize('attn_type', ATTN_TYPES)
+def test_infvit_4l_has_a_preset_of_every_token_mixer(attn_type):
+    """The InfSA paper's efficiency comparison times all nine token mixers in InfViT-4L's
+    body: each preset builds that body with its mixer and runs a forward pass."""
+    backbone = build_backbone(f'infvit-4l-{attn_type}')
+    assert backbone.attn_type == attn_type
+    assert backbone.arch_settings == InfViT.arch_zoo['infvit-4l']
+    backbone.eval()
+    with torch.inference_mode():
+        (cls_token, ) = backbone(torch.randn(1, 3, 32, 48))
+    assert cls_token.shape == (1, 1024) and torch.isfinite(cls_token).all()
+
+
+def test_the_linformer_preset_takes_1024_px_at_the_224_px_models_k():
+    """Built with its defaults for 224 px, Linformer refuses the 4,097 tokens of 1024 px;
+    the preset's projections cover them and keep k = 197 // 4 = 49."""
+    mixer = build_backbone('infvit-4l-linformer', dict(init_cfg=None)).blocks[0].attn.mixer
+    assert (mixer.max_tokens, mixer.proj_len) == (1 + 64 * 64, 49)
+    q = k = v = torch.randn(1, 1, 1 + 64 * 64, mixer.head_dims)
+    with torch.inference_mode():
+        out, _ = mixer(q, k, v)
+    assert out.shape == q.shape
+    with pytest.raises(ValueError, match='at most max_tokens=4097'):
+        mixer(*(torch.randn(1, 1, 4098, mixer.head_dims), ) * 3)

@@ -3,7 +3,7 @@ import os.path as osp
 import pytest
 import torch
 
-from mmlinear.cli.benchmark import launch_case, run_case
+from mmlinear.cli.benchmark import GridSettings, launch_case, run_case, run_grid
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEMO_UPERNET = osp.join(REPO_ROOT, 'configs', 'demo', 'upernet_infvit-demo-linear_shapes-ade.py')
@@ -131,3 +131,25 @@ def test_a_segmentor_config_measures_the_whole_model(mode, stream_input):
 def test_a_segmentor_is_not_trained_by_the_benchmark():
     with pytest.raises(ValueError, match="measured in modes 'forward'"):
         run_case(segmentor_case(mode='train'))
+
+
+def test_a_resolution_the_model_refuses_is_recorded_and_ends_its_series(tmp_path):
+    """A Linformer built for 32 px (5 tokens) runs at 32 px and refuses the 17 tokens of
+    64 px: the case is 'refused' with the model's reason, not a crash of the benchmark (nor of
+    the FLOP count that plans it), and the larger resolutions are skipped."""
+    config = tmp_path / 'infvit-test-linformer-32px.py'
+    config.write_text("model = dict(backbone=dict(type='mmlinear.InfViT', arch='test', "
+                      "attn_type='linformer', img_size=32))\n")
+    settings = GridSettings(
+        models=[str(config)],
+        resolutions=[32, 64, 128],
+        warmup=0,
+        repeats=1,
+        time_budget=36000,
+        threads=torch.get_num_threads())
+    # The worker in this process: a fresh one per case only adds seconds of imports.
+    rows = run_grid(settings, launch=lambda case, timeout: run_case(case))
+    assert [r['status'] for r in rows] == ['ok', 'refused', 'skipped']
+    assert 'Linformer projects at most max_tokens=5 tokens' in rows[1]['note']
+    assert rows[1]['median_ms'] is None
+    assert rows[2]['note'] == 'a smaller resolution ended with refused'

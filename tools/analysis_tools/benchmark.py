@@ -9,8 +9,11 @@ is reported. A per-case time budget keeps quadratic models from hanging: the tim
 iteration is extrapolated from the previous resolutions of the same model, and a case whose
 single iteration would exceed the budget is recorded as skipped with that estimate. Allocation
 failures are recorded as OOM; on the CPU ``--mem-limit-gb`` caps the worker's data segment so
-that a large case fails cleanly instead of pushing the machine into swap. The details are in
-``mmlinear.cli.benchmark`` (``worker``, ``planner``, ``report``, ``plotting``).
+that a large case fails cleanly instead of pushing the machine into swap. An input the built
+model refuses (more tokens than a Linformer's projections were built for, say) is recorded
+as 'refused' with the model's reason, and the larger resolutions of its series are skipped.
+The details are in ``mmlinear.cli.benchmark`` (``worker``, ``planner``, ``report``,
+``plotting``).
 
 Writes ``results.json``, ``results.csv``, ``results.md`` (tables) and ``scaling.png``
 (log-log time and memory against the number of patch tokens, with the exponent fitted by least

@@ -14,8 +14,8 @@ are re-exported here.
 from mmlinear.utils.fresh_process import WorkerFailed, print_result, run_in_fresh_process
 from mmlinear.utils.peak_memory import cpu_peak, is_oom, limit_data_segment, reset_cpu_peak
 from mmlinear.utils.timing import interleaved_ms, median_ms, time_ms
-from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, STREAM_INPUTS, image_hw, num_tokens,
-                    series_key)
+from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, REFUSED, STREAM_INPUTS, image_hw,
+                    num_tokens, series_key)
 from .planner import (FlopRatio, GridSettings, SeriesPlanner, Step, estimate_seconds, plan_runs,
                       run_grid)
 from .plotting import plot_scaling
@@ -24,10 +24,10 @@ from .report import (fit_exponent, fit_line, format_exponent, machine_info, mark
 from .worker import launch_case, run_case
 
 __all__ = [
-    'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'STREAM_INPUTS', 'FlopRatio', 'GridSettings',
-    'SeriesPlanner', 'Step', 'WorkerFailed', 'cpu_peak', 'estimate_seconds', 'fit_exponent',
-    'fit_line', 'format_exponent', 'interleaved_ms', 'image_hw', 'is_oom', 'launch_case',
-    'limit_data_segment', 'machine_info', 'markdown_tables', 'median_ms', 'num_tokens', 'plan_runs',
-    'plot_scaling', 'print_result', 'reset_cpu_peak', 'run_case', 'run_grid',
-    'run_in_fresh_process', 'series_key', 'summarize_fits', 'time_ms', 'write_outputs'
+    'DEVICES', 'DTYPES', 'MODES', 'OK', 'PATCH_SIZE', 'REFUSED', 'STREAM_INPUTS', 'FlopRatio',
+    'GridSettings', 'SeriesPlanner', 'Step', 'WorkerFailed', 'cpu_peak', 'estimate_seconds',
+    'fit_exponent', 'fit_line', 'format_exponent', 'interleaved_ms', 'image_hw', 'is_oom',
+    'launch_case', 'limit_data_segment', 'machine_info', 'markdown_tables', 'median_ms',
+    'num_tokens', 'plan_runs', 'plot_scaling', 'print_result', 'reset_cpu_peak', 'run_case',
+    'run_grid', 'run_in_fresh_process', 'series_key', 'summarize_fits', 'time_ms', 'write_outputs'
 ]

@@ -9,6 +9,10 @@ STREAM_INPUTS = ('tensor', 'file')
 DEVICES = ('cpu', 'cuda')
 PATCH_SIZE = 16  # every preset uses 16 x 16 patches; tokens on the plots are patch tokens
 OK = 'ok'
+#: A case whose input the built model refuses (a ValueError naming why, e.g. Linformer's
+#: projection has no columns for more tokens than it was built for): a result of the case,
+#: as an OOM is, not a failure of the benchmark.
+REFUSED = 'refused'
 
 Resolution = Union[int, Sequence[int]]
 

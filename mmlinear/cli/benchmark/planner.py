@@ -20,8 +20,9 @@ from .cases import (DEVICES, DTYPES, MODES, OK, PATCH_SIZE, STREAM_INPUTS, Resol
                     num_tokens)
 from .worker import launch_case
 
-#: (resolution, reference resolution) -> FLOPs at the first over FLOPs at the second.
-FlopRatioFn = Callable[[Resolution, Resolution], float]
+#: (resolution, reference resolution) -> FLOPs at the first over FLOPs at the second, or None
+#: where the model refuses the first.
+FlopRatioFn = Callable[[Resolution, Resolution], Optional[float]]
 #: (case, timeout in seconds) -> the worker's result (see ``worker.run_case``).
 LaunchFn = Callable[[dict, float], dict]
 
@@ -90,18 +91,22 @@ class FlopRatio:
         self.backbone = None
         self.flops: Dict[Resolution, int] = {}
 
-    def __call__(self, resolution: Resolution, reference: Resolution) -> float:
+    def __call__(self, resolution: Resolution, reference: Resolution) -> Optional[float]:
         """FLOPs at ``resolution`` over FLOPs at ``reference`` (square inputs of the larger
-        side)."""
+        side); None where the model refuses the input (a ValueError), whose case then runs
+        and records the refusal."""
         from mmlinear.apis.flops import count_flops
         from mmlinear.apis.model_presets import build_backbone
         if self.backbone is None:
             # The weights do not change the count: nothing pretrained is loaded.
             self.backbone = build_backbone(self.model, dict(init_cfg=None))
             self.backbone.eval()
-        for res in (resolution, reference):
-            if res not in self.flops:
-                self.flops[res] = count_flops(self.backbone, max(image_hw(res)))
+        try:
+            for res in (resolution, reference):
+                if res not in self.flops:
+                    self.flops[res] = count_flops(self.backbone, max(image_hw(res)))
+        except ValueError:
+            return None
         return self.flops[resolution] / self.flops[reference]
 
 
@@ -266,7 +271,7 @@ def run_grid(settings: GridSettings,
 
     Returns:
         list[dict]: One row per case: the series, ``resolution``, ``tokens``, ``status``
-        ('ok', 'OOM', 'timeout' or 'skipped'), ``note``, ``median_ms``, ``times_ms``,
+        ('ok', 'OOM', 'refused', 'timeout' or 'skipped'), ``note``, ``median_ms``, ``times_ms``,
         ``throughput_img_s``, ``peak_mem_mb``, ``warmup``, ``repeats``; with
         ``settings.compile`` also ``compile_s``, ``compiled_median_ms`` and
         ``compiled_over_eager`` (compiled median over eager median).

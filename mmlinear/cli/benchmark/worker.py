@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional, Tuple
 from mmlinear.utils.fresh_process import WorkerFailed, print_result, run_in_fresh_process
 from mmlinear.utils.peak_memory import cpu_peak, is_oom, limit_data_segment, reset_cpu_peak
 from mmlinear.utils.timing import time_ms
-from .cases import OK, image_hw
+from .cases import OK, REFUSED, image_hw
 from .energy import energy_meter
 
 
@@ -146,10 +146,11 @@ def run_case(case: dict) -> dict:
             :func:`~mmlinear.apis.segment_large_image` ('streamed').
 
     Returns:
-        dict: ``status`` ('ok' or 'OOM'), ``times_ms`` (one per repeat), ``median_ms``,
+        dict: ``status`` ('ok', 'OOM' or 'refused': the built model raised a ValueError on
+        the case's input), ``times_ms`` (one per repeat), ``median_ms``,
         ``peak_mem_mb`` (of the eager runs), ``mem_method``, ``params``, ``energy_source``
         (the counter, or why there is none) and with a counter ``energy_j_per_img`` (of the
-        timed eager runs), for an OOM ``error``,
+        timed eager runs), for an OOM or a refusal ``error`` (its message),
         and with ``compile``: ``compile_s`` (the first compiled call), ``compiled_times_ms`` and
         ``compiled_median_ms``.
     """
@@ -167,6 +168,7 @@ def run_case(case: dict) -> dict:
     autocast_dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(case['dtype'])
     result = dict(status=OK, times_ms=[], median_ms=None, peak_mem_mb=None, mem_method=None)
     segmentor_cfg = segmentor_config(case['model'])
+    model = None
     try:
         if segmentor_cfg is not None:
             model = _build_segmentor(segmentor_cfg, case)
@@ -237,10 +239,16 @@ def run_case(case: dict) -> dict:
             result['compiled_times_ms'] = time_ms(lambda: iteration(compiled), case['warmup'],
                                                   case['repeats'])
             result['compiled_median_ms'] = statistics.median(result['compiled_times_ms'])
-    except Exception as error:  # noqa: BLE001  (only allocation failures are recorded)
-        if not is_oom(error):
+    except Exception as error:  # noqa: BLE001  (allocation failures and refusals are recorded)
+        if is_oom(error):
+            result.update(status='OOM', error=str(error).splitlines()[0][:200])
+        elif isinstance(error, ValueError) and model is not None:
+            # The model was built, so the case's input is what it refuses (Linformer beyond
+            # the tokens it was built for, a mixer that does not stream): a result of the
+            # case. A ValueError while building is a wrong model and stays an error.
+            result.update(status=REFUSED, error=str(error).splitlines()[0][:300])
+        else:
             raise
-        result.update(status='OOM', error=str(error).splitlines()[0][:200])
     return result
 
 

@@ -182,7 +182,7 @@ def draw_budgets(image: np.ndarray, partitions: dict, areas: dict, path: str) ->
                 interpolation='nearest')
             ax.set_xticks([])
             ax.set_yticks([])
-            ax.set_title(f'block {column}: {areas[budget][column]:.1f} patches', fontsize=6)
+            ax.set_title(f'block {column}: half-mass {areas[budget][column]:.1f}', fontsize=6)
             if column == 0:
                 ax.set_ylabel(f'K = {budget}', fontsize=7)
     save(fig, path)
@@ -194,18 +194,19 @@ def draw_global_cosine(images: List[np.ndarray], columns: List[tuple], path: str
     fig, axes = plt.subplots(
         len(images),
         1 + len(columns),
-        figsize=(2.2 * (1 + len(columns)), 2.2 * len(images)),
-        squeeze=False)
+        figsize=(2.2 * (1 + len(columns)) + 0.8, 2.2 * len(images)),
+        squeeze=False,
+        constrained_layout=True)
     for b, image in enumerate(images):
         axes[b, 0].imshow(image)
         for c, (model, maps) in enumerate(columns, start=1):
             shown = axes[b, c].imshow(maps[b].numpy(), cmap='coolwarm', vmin=-1, vmax=1)
             if b == 0:
-                axes[b, c].set_title(f'{model}\ncos(global, patch)', fontsize=7)
-    fig.colorbar(shown, ax=axes[:, -1].tolist(), shrink=0.6)
+                axes[b, c].set_title(f'{model}\ncos(global, patch)', fontsize=6)
+    fig.colorbar(shown, ax=axes.ravel().tolist(), shrink=0.5)
     for ax in axes.flat:
         ax.axis('off')
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=80, bbox_inches='tight')
     plt.close(fig)
 
 

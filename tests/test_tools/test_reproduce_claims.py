@@ -122,8 +122,10 @@ def test_the_list_shows_each_claim_under_its_experiment():
     assert '    claim infvit-size (' in listed and \
         '        its demo figure: section "Parameters and FLOPs (exact, machine-independent)"' \
         in listed
-    assert '        no demo figure: the demo\'s per-core attention was drawn at K = 64 only' in \
-        listed
+    assert '        no demo figure: the recorded demo figure counts each point\'s parameters and ' \
+        'FLOPs' in listed
+    assert '    claim veca-budget-regions (' in listed and \
+        '        its demo figure: section "Core analyses (demo scale)"' in listed
 
 
 def test_a_claim_has_what_its_experiment_has_unless_it_says_otherwise(tmp_path):

@@ -10,27 +10,37 @@ efficient-attention baselines of the InfSA paper's comparison ('elu_linear', 'pe
 'linformer', 'nystromformer', 'agent'), with the options of their demo classifiers in
 configs/demo.
 
+``--weightformer-dynamic`` trains the demo WeightFormer body instead
+(configs/demo/weightformer-demo_shapes-cls.py: 5 blocks, C = 96, patch 8, mean-pooled tokens),
+once per dynamic-block frequency of the WeightFormer paper's ablation: 'all', 'every-2',
+'every-3' (the released pattern), 'every-4' or 'none'. Its static blocks mix tokens only
+through 3 x 3 depthwise convolutions; the dynamic ones also through weights predicted from the
+whole image.
+
 Prints the accuracies side by side, and writes ``results.json`` and ``curves.png`` (validation
 accuracy per epoch) to ``--out``.
 
 Example:
     python tools/analysis_tools/benchmark_relation.py --data data/shapes/relation
+    python tools/analysis_tools/benchmark_relation.py --data data/shapes/relation \
+        --weightformer-dynamic all every-2 every-3 every-4 none
 """
 import argparse
 import json
 import os
 import os.path as osp
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from mmengine.config import Config
 from mmengine.logging import MMLogger
 from PIL import Image
 from torch import Tensor, nn
 
-from mmlinear.models import InfViT
+from mmlinear.models import InfViT, WeightFormer
 from mmlinear.models.layers import ATTN_TYPES
 
 CLASSES = ('same', 'different')
@@ -43,6 +53,34 @@ MIXER_CFGS = {
     'nystromformer': dict(num_landmarks=16),
     'agent': dict(num_agents=16)
 }
+#: The points of the WeightFormer paper's ablation of how often a block is dynamic, named as the
+#: configs/weightformer/weightformer-t_dynamic-*.py configs name them.
+DYNAMIC_FREQUENCIES = ('all', 'every-2', 'every-3', 'every-4', 'none')
+WEIGHTFORMER_DEMO_CONFIG = osp.join(
+    osp.dirname(osp.abspath(__file__)), '..', '..', 'configs', 'demo',
+    'weightformer-demo_shapes-cls.py')
+
+
+def dynamic_indices(frequency: str, num_layers: int) -> List[int]:
+    """The dynamic blocks of a ``num_layers``-block WeightFormer at one point of the ablation.
+
+    Args:
+        frequency (str): One of :data:`DYNAMIC_FREQUENCIES`: 'all', 'none', or 'every-k', every
+            k-th block from the second, as the released pattern ('every-3': 1, 4, 7, ...) and
+            the paper-scale configs count them.
+        num_layers (int): Blocks of the body.
+
+    Returns:
+        list[int]: The indices of the dynamic blocks, ascending.
+    """
+    if frequency not in DYNAMIC_FREQUENCIES:
+        raise ValueError(f'unknown dynamic-block frequency {frequency!r}; allowed: '
+                         f'{", ".join(DYNAMIC_FREQUENCIES)}')
+    if frequency == 'all':
+        return list(range(num_layers))
+    if frequency == 'none':
+        return []
+    return list(range(1, num_layers, int(frequency[len('every-'):])))
 
 
 def load_split(root: str, split: str) -> Tuple[Tensor, Tensor]:
@@ -59,18 +97,36 @@ def load_split(root: str, split: str) -> Tuple[Tensor, Tensor]:
     return x, torch.tensor(labels)
 
 
-class PooledClassifier(nn.Module):
-    """InfViT with mean-pooled patch tokens and a linear head."""
+def infvit_body(attn_type: str) -> nn.Module:
+    """The 'infvit-demo' body with one attention, mean-pooling its patch tokens."""
+    return InfViT(
+        arch='infvit-demo',
+        attn_type=attn_type,
+        img_size=64,
+        patch_size=8,
+        out_type='avg_featmap',
+        mixer_cfg=MIXER_CFGS.get(attn_type))
 
-    def __init__(self, attn_type: str) -> None:
+
+def weightformer_body(frequency: str) -> nn.Module:
+    """The demo WeightFormer's backbone, as its config builds it, with the dynamic blocks of one
+    point of :data:`DYNAMIC_FREQUENCIES`."""
+    cfg = Config.fromfile(WEIGHTFORMER_DEMO_CONFIG).model.backbone.to_dict()
+    cfg.pop('type')
+    num_layers = cfg['arch']['num_layers']
+    return WeightFormer(**cfg, dynamic_indices=dynamic_indices(frequency, num_layers))
+
+
+class PooledClassifier(nn.Module):
+    """A backbone whose output is its mean-pooled tokens ('avg_featmap'), and a linear head.
+
+    Args:
+        backbone (nn.Module): The body; its weights are initialised here.
+    """
+
+    def __init__(self, backbone: nn.Module) -> None:
         super().__init__()
-        self.backbone = InfViT(
-            arch='infvit-demo',
-            attn_type=attn_type,
-            img_size=64,
-            patch_size=8,
-            out_type='avg_featmap',
-            mixer_cfg=MIXER_CFGS.get(attn_type))
+        self.backbone = backbone
         self.backbone.init_weights()
         self.head = nn.Linear(self.backbone.embed_dims, len(CLASSES))
 
@@ -87,11 +143,12 @@ def accuracy(model: nn.Module, x: Tensor, y: Tensor, batch: int = 200) -> float:
     return correct / len(x)
 
 
-def train_variant(attn_type: str, data: Dict[str, Tuple[Tensor, Tensor]], args,
-                  on_epoch) -> List[float]:
-    """Train one variant; returns the validation accuracy after every epoch."""
+def train_variant(build_body: Callable[[], nn.Module], data: Dict[str, Tuple[Tensor, Tensor]], args,
+                  on_epoch) -> Tuple[List[float], int]:
+    """Train one variant; returns the validation accuracy after every epoch and the number of
+    parameters."""
     torch.manual_seed(args.seed)
-    model = PooledClassifier(attn_type)
+    model = PooledClassifier(build_body())
     decay = [p for n, p in model.named_parameters() if p.ndim > 1 and 'pos_embed' not in n]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1 or 'pos_embed' in n]
     optimizer = torch.optim.AdamW(
@@ -118,7 +175,7 @@ def train_variant(attn_type: str, data: Dict[str, Tuple[Tensor, Tensor]], args,
             scheduler.step()
         curve.append(accuracy(model, *data['val']))
         on_epoch(epoch, curve[-1])
-    return curve
+    return curve, sum(p.numel() for p in model.parameters())
 
 
 def plot(curves: Dict[str, List[float]], path: str) -> None:
@@ -146,7 +203,18 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data', default='data/shapes/relation')
     parser.add_argument('--out', default='work_dirs/benchmark_relation')
-    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=ATTN_TYPES)
+    bodies = parser.add_mutually_exclusive_group()
+    bodies.add_argument(
+        '--variants',
+        nargs='+',
+        default=list(VARIANTS),
+        choices=ATTN_TYPES,
+        help='InfViT attention types, one run each')
+    bodies.add_argument(
+        '--weightformer-dynamic',
+        nargs='+',
+        choices=DYNAMIC_FREQUENCIES,
+        help='train the demo WeightFormer once per dynamic-block frequency instead')
     parser.add_argument('--epochs', type=int, default=30)
     parser.add_argument('--batch-size', type=int, default=64)
     parser.add_argument('--lr', type=float, default=2e-3)
@@ -161,7 +229,17 @@ def main(argv: Optional[List[str]] = None) -> None:
     if len(data['train'][0]) < args.batch_size:
         raise SystemExit(f'--batch-size {args.batch_size} exceeds the training set')
     os.makedirs(args.out, exist_ok=True)
-    total_epochs = len(args.variants) * args.epochs
+    if args.weightformer_dynamic:
+        bodies = {
+            f'dynamic {frequency}': (lambda frequency=frequency: weightformer_body(frequency))
+            for frequency in args.weightformer_dynamic
+        }
+    else:
+        bodies = {
+            variant: (lambda variant=variant: infvit_body(variant))
+            for variant in args.variants
+        }
+    total_epochs = len(bodies) * args.epochs
     start = time.time()
     done = [0]
 
@@ -178,21 +256,23 @@ def main(argv: Optional[List[str]] = None) -> None:
 
         return report
 
-    curves, seconds = {}, {}
-    for variant in args.variants:
+    curves, seconds, params = {}, {}, {}
+    for variant, build_body in bodies.items():
         t0 = time.time()
-        curves[variant] = train_variant(variant, data, args, on_epoch(variant))
+        curves[variant], params[variant] = train_variant(build_body, data, args, on_epoch(variant))
         seconds[variant] = time.time() - t0
 
     print(f'\nRelational shapes ({len(data["train"][0])} train / {len(data["val"][0])} val, '
           f'{args.epochs} epochs, seed {args.seed}):')
-    print(f'  {"attention":18s} {"final top-1":>11s} {"best top-1":>10s} {"time":>7s}')
+    print(f'  {"body" if args.weightformer_dynamic else "attention":18s} {"params":>9s} '
+          f'{"final top-1":>11s} {"best top-1":>10s} {"time":>7s}')
     for variant, curve in curves.items():
         name = 'none (no mixing)' if variant == 'none' else variant
-        print(f'  {name:18s} {100 * curve[-1]:10.1f}% {100 * max(curve):9.1f}% '
-              f'{seconds[variant]:6.0f}s')
+        print(f'  {name:18s} {params[variant]:9,d} {100 * curve[-1]:10.1f}% '
+              f'{100 * max(curve):9.1f}% {seconds[variant]:6.0f}s')
     with open(osp.join(args.out, 'results.json'), 'w') as f:
-        json.dump(dict(settings=vars(args), curves=curves, seconds=seconds), f, indent=2)
+        json.dump(
+            dict(settings=vars(args), curves=curves, seconds=seconds, params=params), f, indent=2)
     plot(curves, osp.join(args.out, 'curves.png'))
     print(f'wrote {args.out}/results.json and {args.out}/curves.png')
 

@@ -122,8 +122,9 @@ def test_the_list_shows_each_claim_under_its_experiment():
     assert '    claim infvit-size (' in listed and \
         '        its demo figure: section "Parameters and FLOPs (exact, machine-independent)"' \
         in listed
-    assert '        no demo figure: the recorded demo figure counts each point\'s parameters and ' \
-        'FLOPs' in listed
+    assert '    claim weightformer-predictor-variants (' in listed and \
+        '        no demo figure: the variants other than the released predictors are known ' \
+        'here by their names in Fig. 3 only' in listed
     assert '    claim veca-budget-regions (' in listed and \
         '        its demo figure: section "Core analyses (demo scale)"' in listed
 

@@ -307,6 +307,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     budget = max(budgets)
     files = list_images(args.images, args.max_images)
     x, images = load_images(files, args.img_size, *input_normalization(args.model))
+    # Read before the model runs, so a missing label map is refused at once.
+    labels = load_labels(args.labels, files, x.shape[-1]) if args.labels else None
     with torch.no_grad():
         coords = backbone.core_coordinates(x, active_cores=budget)  # (L, B, K, 2)
         cores = backbone.core_tokens(x, active_cores=budget)  # (L, B, K, C)
@@ -339,8 +341,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         title: dict(mean=float(c.mean()), per_image=c.flatten(1).mean(1).tolist())
         for title, _, c in models
     }
-    if args.labels:
-        labels = load_labels(args.labels, files, x.shape[-1])
+    if labels is not None:
         for title, _, c in models:
             objects, background = foreground_background_cosine(c, labels, args.background_label)
             cosine[title].update(

@@ -266,14 +266,17 @@ def load_labels(folder: str, files: Sequence[str], size: int) -> Tensor:
     return torch.from_numpy(np.stack(labels).astype(np.int64))
 
 
-def region_sizes(backbone: torch.nn.Module, x: Tensor, budgets: Sequence[int],
-                 hw: Tuple[int, int]) -> Tuple[dict, dict]:
+def region_sizes(backbone: torch.nn.Module, x: Tensor, budgets: Sequence[int], hw: Tuple[int, int],
+                 computed: dict) -> Tuple[dict, dict]:
     """Per budget, the (L,) half-mass area per block (mean over images and cores) and, per
-    block, the (H', W') core partition of image 0's patches."""
+    block, the (H', W') core partition of image 0's patches; ``computed`` holds attention
+    maps already computed, by budget, which are not computed again."""
     areas, partitions = {}, {}
     for budget in budgets:
-        with torch.no_grad():
-            attention = backbone.forward_attention_maps(x, active_cores=budget)
+        attention = computed.get(budget)
+        if attention is None:
+            with torch.no_grad():
+                attention = backbone.forward_attention_maps(x, active_cores=budget)
         # (B, K, N): every core's attention over the patches, averaged over the heads.
         on_patches = [a.mean(1)[:, :, budget:] for a in attention]
         areas[budget] = [float(half_mass_area(a).mean()) for a in on_patches]
@@ -322,7 +325,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         upsample_saliency(a[0].mean(0)[:, budget:].reshape(budget, *hw), x.shape[-2:])
         for a in attention
     ]
-    areas, partitions = region_sizes(backbone, x, budgets, hw)
+    areas, partitions = region_sizes(backbone, x, budgets, hw, {budget: attention})
     isotropy = core_isotropy(cores)  # (L, B)
     name = f'{osp.splitext(osp.basename(args.model))[0]} (K = {budget})'
     # features are forward_tokens' patches as maps (the same final norm and projection).

@@ -6,7 +6,7 @@ from typing import Any, Optional, Union
 from torch import nn
 
 from mmlinear.models.streaming import BUFFERS
-from mmlinear.models.streaming.band_planner import BandPlan
+from mmlinear.models.streaming.band_planner import BandPlan, StreamOptions
 from mmlinear.models.streaming.detection import StreamedDetection
 from mmlinear.models.utils import check_choice
 from mmlinear.utils.deprecation import renamed_arguments
@@ -81,14 +81,7 @@ def detect_large_image(model: nn.Module,
     rows, height, width = whole_image_rows(model, image, streamed.in_channels,
                                            'detect_large_image detects', skipped_padding)
     results = streamed.predict(
-        rows,
-        plan,
-        band_rows=band_rows,
-        head_rows=head_rows,
-        mem_limit_gb=mem_limit_gb,
-        buffer=buffer,
-        buffer_dir=buffer_dir,
-        progress=progress)
+        rows, plan, StreamOptions(band_rows, head_rows, mem_limit_gb, buffer, buffer_dir, progress))
     if score_thr > 0:
         results = results[results.scores >= score_thr]
     sample = DetDataSample(metainfo=dict(img_shape=(height, width), ori_shape=(height, width)))

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from mmlinear.models.decode_heads.context_window_uper_head import context_window_of
 from mmlinear.models.streaming import BUFFERS, allocate_buffer
-from mmlinear.models.streaming.band_planner import BandPlan
+from mmlinear.models.streaming.band_planner import BandPlan, StreamOptions
 from mmlinear.models.streaming.segmentation import StreamedSegmentation
 from mmlinear.models.utils import check_choice
 from mmlinear.models.utils.windowed_pyramid_pooling import ContextWindow
@@ -99,12 +99,7 @@ def segment_large_image(
     for (start, stop), band in streamed.logit_bands(
             rows,
             plan,
-            band_rows=band_rows,
-            head_rows=head_rows,
-            mem_limit_gb=mem_limit_gb,
-            buffer=buffer,
-            buffer_dir=buffer_dir,
-            progress=progress,
+            StreamOptions(band_rows, head_rows, mem_limit_gb, buffer, buffer_dir, progress),
             output_bytes=held):
         if class_map is None:
             # Allocated once the backbone has run, so that its peak and theirs never add up.

@@ -69,9 +69,10 @@ class StreamedTwoStageDetector(TwoStageDetector):
         options = self.test_cfg.get('streamed')
         if options is None:
             return super().predict(batch_inputs, batch_data_samples, rescale)
-        options = streamed_test_options(options, 'test_cfg.streamed', task_keys=('mask_format', ))
-        options.setdefault('mask_format', 'bitmap')
-        check_choice('test_cfg.streamed.mask_format', options['mask_format'], MASK_FORMATS)
+        options, task_options = streamed_test_options(
+            options, 'test_cfg.streamed', task_keys=('mask_format', ))
+        mask_format = task_options.get('mask_format', 'bitmap')
+        check_choice('test_cfg.streamed.mask_format', mask_format, MASK_FORMATS)
         if any(sample.get('proposals') is not None for sample in batch_data_samples):
             raise ValueError('test_cfg.streamed makes its own proposals over bands: the data '
                              'samples carry precomputed ones; remove streamed to use them')
@@ -83,5 +84,10 @@ class StreamedTwoStageDetector(TwoStageDetector):
             if padding_mask is not None:
                 image.padding_mask = padding_mask[index:index + 1]
             results.append(
-                streamed.predict(image, img_meta=sample.metainfo, rescale=rescale, **options))
+                streamed.predict(
+                    image,
+                    options=options,
+                    img_meta=sample.metainfo,
+                    rescale=rescale,
+                    mask_format=mask_format))
         return self.add_pred_to_datasample(batch_data_samples, results)

@@ -48,10 +48,10 @@ class StreamedEncoderDecoder(EncoderDecoder):
         if mode != 'streamed':
             return super().inference(inputs, batch_img_metas)
         options = {key: value for key, value in self.test_cfg.items() if key != 'mode'}
-        options = streamed_test_options(options, "test_cfg (mode 'streamed')")
+        options, _ = streamed_test_options(options, "test_cfg (mode 'streamed')")
         B, _, H, W = inputs.shape
         logits = inputs.new_empty(B, self.decode_head.out_channels, H, W)
         streamed = StreamedSegmentation(self, context_window_of(self.decode_head))
-        for (start, stop), band in streamed.logit_bands(inputs, **options):
+        for (start, stop), band in streamed.logit_bands(inputs, options=options):
             logits[:, :, start:stop] = band.to(logits.device)
         return logits

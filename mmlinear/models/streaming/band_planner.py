@@ -2,26 +2,52 @@
 checks before any work, and the band heights picked from the model's prediction of its peak
 memory (:class:`BandPlanner`)."""
 from abc import ABC, abstractmethod
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from torch import Tensor, nn
 
 from mmlinear.utils.deprecation import renamed_keys
 from ..utils import check_choice
+from .band_resize import Span
 from .memory_model import GB, tallest_fitting
 from .token_stream import BUFFERS, check_band_rows, check_head_rows
 
-#: The options of a streamed run that a model's ``test_cfg`` may set (segmentation's mode
-#: 'streamed', detection's ``streamed``): what :meth:`StreamedSegmentation.logit_bands` and
-#: :meth:`StreamedDetection.predict` take besides the image and a plan.
-STREAMED_TEST_KEYS = ('band_rows', 'head_rows', 'mem_limit_gb', 'buffer', 'buffer_dir', 'progress')
+
+class StreamOptions(NamedTuple):
+    """How a streamed segmentation or detection runs: what
+    :meth:`StreamedSegmentation.logit_bands` and :meth:`StreamedDetection.predict` take
+    besides the image and a plan, and what a model's ``test_cfg`` may set (segmentation's
+    mode 'streamed', detection's ``streamed``).
+
+    Attributes:
+        band_rows (int, optional): The backbone's band height (patch rows); None picks it.
+        head_rows (int, optional): The heads' band height (rows of their finest level);
+            None picks it.
+        mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak fits;
+            refused before any work when none does.
+        buffer (str): Where the backbone's stream and map (and detection's pyramid) live:
+            'memory' or 'disk'.
+        buffer_dir (str, optional): The folder of 'disk' buffers.
+        progress (bool, optional): Progress bars; None shows them once a run takes a few
+            seconds.
+    """
+    band_rows: Optional[int] = None
+    head_rows: Optional[int] = None
+    mem_limit_gb: Optional[float] = None
+    buffer: str = 'memory'
+    buffer_dir: Optional[str] = None
+    progress: Optional[bool] = None
+
+
+#: The keys of :class:`StreamOptions`, as a ``test_cfg`` spells them.
+STREAMED_TEST_KEYS = StreamOptions._fields
 #: Retired keys of those options -> their new spelling (they keep working for one release,
 #: with a ``FutureWarning``).
 RENAMED_TEST_KEYS = dict(chunk_rows='band_rows')
 
 
 def streamed_test_options(options: Mapping[str, Any], where: str,
-                          task_keys: Sequence[str] = ()) -> Dict[str, Any]:
+                          task_keys: Sequence[str] = ()) -> Tuple[StreamOptions, dict]:
     """The options of a streamed run read from a ``test_cfg``, checked by name; a retired
     key (:data:`RENAMED_TEST_KEYS`) is taken under its new name, with a ``FutureWarning``.
 
@@ -34,7 +60,7 @@ def streamed_test_options(options: Mapping[str, Any], where: str,
             :data:`STREAMED_TEST_KEYS` (detection's ``mask_format``). Defaults to none.
 
     Returns:
-        dict: The options, as keyword arguments of the streamed run.
+        tuple[StreamOptions, dict]: The run's options, and the task's own (by keyword).
 
     Raises:
         ValueError: A key that is not an option, naming the allowed ones.
@@ -45,7 +71,9 @@ def streamed_test_options(options: Mapping[str, Any], where: str,
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f'unknown keys {unknown} in {where}; allowed: {", ".join(allowed)}')
-    return options
+    run = {key: value for key, value in options.items() if key in STREAMED_TEST_KEYS}
+    task = {key: value for key, value in options.items() if key not in STREAMED_TEST_KEYS}
+    return StreamOptions(**run), task
 
 
 def streamed_parts(model: nn.Module, task: str) -> Tuple[nn.Module, nn.Module]:
@@ -105,7 +133,7 @@ class BandPlanner(ABC):
     """Plans the bands of a streamed segmentation or detection: the backbone's and the heads'
     band heights, picked from the model's own prediction of its peak memory.
 
-    A subclass sets :attr:`task`, :attr:`batch_of_one`, ``model`` and ``backbone`` and
+    A subclass sets :attr:`task`, :attr:`batch_of_one`, ``model``, ``backbone`` and ``neck`` and
     defines :meth:`predict_memory` (whose prediction has ``total_bytes``,
     ``head_band_bytes`` and ``describe()``) and :meth:`finest_rows`.
     """
@@ -116,6 +144,7 @@ class BandPlanner(ABC):
     batch_of_one: bool
     model: nn.Module
     backbone: nn.Module
+    neck: nn.Module
 
     @property
     def in_channels(self) -> int:
@@ -209,12 +238,8 @@ class BandPlanner(ABC):
             rows = tallest_fitting(1, min(head_rows or finest, finest), head_band_fits)
         return BandPlan(band_rows, rows, predicted[rows])
 
-    def start(self,
-              image: Any,
-              plan: Optional[BandPlan] = None,
-              *,
-              buffer: str = 'memory',
-              **plan_options: Any) -> Tuple[Tuple[int, ...], BandPlan]:
+    def start(self, image: Any, plan: Optional[BandPlan], options: StreamOptions,
+              **memory_options: int) -> Tuple[Tuple[int, ...], BandPlan]:
         """The checks before a streamed run, and its plan (inference only).
 
         Args:
@@ -222,9 +247,9 @@ class BandPlanner(ABC):
                 detection).
             plan (BandPlan, optional): Heights planned beforehand (by :meth:`plan_bands`
                 with the same image and options); None plans them here.
-            buffer (str): 'memory' or 'disk', checked here.
-            **plan_options: ``band_rows``, ``head_rows``, ``mem_limit_gb`` and the memory
-                options, as :meth:`plan_bands` takes them (unused when ``plan`` is given).
+            options (StreamOptions): The run's options; ``buffer`` is checked here.
+            **memory_options (int): What else the peak depends on, as :meth:`plan_bands`
+                takes it (unused when ``plan`` is given).
 
         Returns:
             tuple: The image's shape and the plan.
@@ -235,7 +260,7 @@ class BandPlanner(ABC):
         """
         if self.model.training:
             raise RuntimeError(f'streamed {self.task} is inference only: call .eval() first')
-        check_choice('buffer', buffer, BUFFERS)
+        check_choice('buffer', options.buffer, BUFFERS)
         shape = tuple(getattr(image, 'shape', ()))
         if len(shape) != 4 or (self.batch_of_one and shape[0] != 1):
             expected = 'one image of shape (1, C, H, W)' if self.batch_of_one else \
@@ -244,5 +269,39 @@ class BandPlanner(ABC):
                              f'{shape if shape else type(image).__name__}')
         if plan is None:
             plan = self.plan_bands(
-                shape, buffer=buffer, input_in_memory=isinstance(image, Tensor), **plan_options)
+                shape,
+                band_rows=options.band_rows,
+                head_rows=options.head_rows,
+                mem_limit_gb=options.mem_limit_gb,
+                buffer=options.buffer,
+                input_in_memory=isinstance(image, Tensor),
+                **memory_options)
         return shape, plan
+
+    def stream_feature_map(self, image: Any, band_rows: int,
+                           options: StreamOptions) -> Tuple[Tensor, Callable[[Span], Tensor]]:
+        """The backbone's map of the whole image, streamed in bands of ``band_rows``, and a
+        reader of its rows on the weights' device and dtype (the heads' input).
+
+        Args:
+            image (Tensor | array-like): (B, C, H, W) normalised images.
+            band_rows (int): The backbone's band height (patch rows), as planned.
+            options (StreamOptions): Where the stream and map live, and the progress bars.
+
+        Returns:
+            tuple[Tensor, Callable]: The (B, C, h, w) map the neck reads (in memory or a
+            mapped file) and ``read_map(span)``, its rows ``span`` as a tensor.
+        """
+        weight = self.backbone.patch_embed.projection.weight
+        feats = self.backbone.forward_streamed(
+            image,
+            band_rows=band_rows,
+            buffer=options.buffer,
+            buffer_dir=options.buffer_dir,
+            progress=options.progress)
+        feature_map = feats[self.neck.in_index]
+
+        def read_map(span: Span) -> Tensor:
+            return feature_map[:, :, span[0]:span[1]].to(weight.device, weight.dtype)
+
+        return feature_map, read_map

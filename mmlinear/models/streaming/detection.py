@@ -7,7 +7,7 @@ from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
 from ..utils import check_choice
-from .band_planner import BandPlan, BandPlanner, streamed_parts
+from .band_planner import BandPlan, BandPlanner, StreamOptions, streamed_parts
 from .band_progress import BandProgress
 from .band_resize import Span
 from .mask_rle import masks_to_bitmaps, masks_to_rle, pasted_masks
@@ -179,13 +179,8 @@ class StreamedDetection(BandPlanner):
     def predict(self,
                 image: Any,
                 plan: Optional[BandPlan] = None,
+                options: StreamOptions = StreamOptions(),
                 *,
-                band_rows: Optional[int] = None,
-                head_rows: Optional[int] = None,
-                mem_limit_gb: Optional[float] = None,
-                buffer: str = 'memory',
-                buffer_dir: Optional[str] = None,
-                progress: Optional[bool] = None,
                 img_meta: Optional[dict] = None,
                 rescale: bool = False,
                 mask_format: str = 'rle') -> InstanceData:
@@ -197,16 +192,11 @@ class StreamedDetection(BandPlanner):
                 :meth:`BasePlainBackbone.forward_streamed`).
             plan (BandPlan, optional): The band heights, planned beforehand by
                 :meth:`plan_bands` for this image and these options; None (the default)
-                plans them from the options below.
-            band_rows (int, optional): The backbone's band height (patch rows).
-            head_rows (int, optional): Rows of a pyramid level per band.
-            mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak
-                (:meth:`predict_memory`) fits; refused before any work when none does.
-            buffer (str): Where the backbone's stream and map and the pyramid live: 'memory'
-                or 'disk'.
-            buffer_dir (str, optional): The folder of 'disk' buffers.
-            progress (bool, optional): Progress bars; None shows them once a run takes a few
-                seconds.
+                plans them from ``options``.
+            options (StreamOptions): Band heights (``head_rows``: rows of a pyramid level),
+                memory limit (checked against :meth:`predict_memory`), buffers (the
+                backbone's stream and map, and the pyramid) and progress bars. Defaults to
+                picking them.
             img_meta (dict, optional): The image's meta information as a data sample of
                 mmdet holds it: ``img_shape`` (the image's rows and columns inside a padded
                 batch, to which boxes are clipped), ``ori_shape`` and ``scale_factor`` (w, h)
@@ -232,18 +222,12 @@ class StreamedDetection(BandPlanner):
                 :meth:`plan_bands`).
         """
         check_choice('mask_format', mask_format, MASK_FORMATS)
-        shape, plan = self.start(
-            image,
-            plan,
-            band_rows=band_rows,
-            head_rows=head_rows,
-            mem_limit_gb=mem_limit_gb,
-            buffer=buffer)
-        band_rows, head_rows = plan.band_rows, plan.head_rows
+        shape, plan = self.start(image, plan, options)
+        head_rows = plan.head_rows
         if img_meta is None:
             img_meta = dict(img_shape=shape[2:], ori_shape=shape[2:], scale_factor=(1.0, 1.0))
         with torch.no_grad():
-            pyramid = self._pyramid(image, band_rows, head_rows, buffer, buffer_dir, progress)
+            pyramid = self._pyramid(image, plan, options)
             weight = self.backbone.patch_embed.projection.weight
             shapes = [tuple(level.shape[2:]) for level in pyramid]
 
@@ -252,7 +236,7 @@ class StreamedDetection(BandPlanner):
                 # mmcv's RoIAlign reads raw NCHW memory: a contiguous copy of the rows.
                 return rows.to(weight.device, weight.dtype).contiguous()
 
-            with BandProgress(3, progress, label='heads') as bar:
+            with BandProgress(3, options.progress, label='heads') as bar:
                 bar.describe('RPN')
                 proposals = RPNHeadBands(self.rpn_head, read_level,
                                          shapes).proposals(head_rows, img_meta)
@@ -272,28 +256,20 @@ class StreamedDetection(BandPlanner):
                 bar.advance()
         return results
 
-    def _pyramid(self, image: Any, band_rows: int, head_rows: int, buffer: str,
-                 buffer_dir: Optional[str], progress: Optional[bool]) -> list:
+    def _pyramid(self, image: Any, plan: BandPlan, options: StreamOptions) -> list:
         """The neck's levels for the whole image, made band by band from the streamed map."""
-        weight = self.backbone.patch_embed.projection.weight
-        feats = self.backbone.forward_streamed(
-            image, band_rows=band_rows, buffer=buffer, buffer_dir=buffer_dir, progress=progress)
-        feature_map = feats[self.neck.in_index]
-        del feats
+        feature_map, read_map = self.stream_feature_map(image, plan.band_rows, options)
         map_shape = tuple(feature_map.shape[2:])
-
-        def read_map(span: Span) -> Tensor:
-            return feature_map[:, :, span[0]:span[1]].to(weight.device, weight.dtype)
-
         shapes = self.neck.level_shapes(map_shape)
         channels = self.neck.out_convs[0][0].out_channels
+        dtype = self.backbone.patch_embed.projection.weight.dtype
         levels = [
-            allocate_buffer((1, channels) + tuple(level), weight.dtype, buffer, buffer_dir)
+            allocate_buffer((1, channels) + tuple(level), dtype, options.buffer, options.buffer_dir)
             for level in shapes
         ]
         bands = [(level, span) for level, (height, _) in enumerate(shapes)
-                 for span in row_bands(height, head_rows)]
-        with BandProgress(len(bands), progress, label='neck') as bar:
+                 for span in row_bands(height, plan.head_rows)]
+        with BandProgress(len(bands), options.progress, label='neck') as bar:
             for level, span in bands:
                 levels[level][:, :, span[0]:span[1]] = self.neck.forward_rows(
                     read_map, map_shape, level, span).cpu()

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from ..utils.windowed_pyramid_pooling import ContextWindow, check_context_window
-from .band_planner import BandPlan, BandPlanner, streamed_parts
+from .band_planner import BandPlan, BandPlanner, StreamOptions, streamed_parts
 from .band_progress import BandProgress
 from .band_resize import Span, resize_band, source_span
 from .memory_model import GB, StreamedMemory
@@ -153,13 +153,8 @@ class StreamedSegmentation(BandPlanner):
     def logit_bands(self,
                     image: Any,
                     plan: Optional[BandPlan] = None,
+                    options: StreamOptions = StreamOptions(),
                     *,
-                    band_rows: Optional[int] = None,
-                    head_rows: Optional[int] = None,
-                    mem_limit_gb: Optional[float] = None,
-                    buffer: str = 'memory',
-                    buffer_dir: Optional[str] = None,
-                    progress: Optional[bool] = None,
                     output_bytes: int = 0) -> Iterator[Tuple[Span, Tensor]]:
         """The logits of the whole image, band of rows by band of rows (inference).
 
@@ -168,14 +163,12 @@ class StreamedSegmentation(BandPlanner):
                 preprocessor normalises them (a tensor, or an array read by rows; see
                 :meth:`BasePlainBackbone.forward_streamed`), with the padding mask attached
                 as the preprocessor attaches it, if any.
-            band_rows (int, optional): The backbone's band height (patch rows).
-            head_rows (int, optional): Rows of the head's finest level per band.
-            mem_limit_gb (float, optional): Pick the tallest bands whose predicted peak
-                (:meth:`predict_memory`) fits; refused before any work when none does.
-            buffer (str): Where the backbone's stream and map live: 'memory' or 'disk'.
-            buffer_dir (str, optional): The folder of 'disk' buffers.
-            progress (bool, optional): Progress bars (the backbone's, then the head's); None
-                shows them once a run takes a few seconds.
+            plan (BandPlan, optional): The band heights, planned beforehand by
+                :meth:`plan_bands` for this image and these options; None (the default)
+                plans them from ``options``.
+            options (StreamOptions): Band heights (``head_rows``: rows of the head's finest
+                level), memory limit (checked against :meth:`predict_memory`), buffers and
+                progress bars (the backbone's, then the head's). Defaults to picking them.
             output_bytes (int): Whole-image outputs the caller holds, for the limit.
 
         Yields:
@@ -183,29 +176,13 @@ class StreamedSegmentation(BandPlanner):
             stop - start, W), as ``decode_head.predict`` gives them for the whole image (the
             input's own size), in the weights' dtype and device.
         """
-        shape, plan = self.start(
-            image,
-            plan,
-            band_rows=band_rows,
-            head_rows=head_rows,
-            mem_limit_gb=mem_limit_gb,
-            buffer=buffer,
-            output_bytes=output_bytes)
-        band_rows, head_rows = plan.band_rows, plan.head_rows
-        weight = self.backbone.patch_embed.projection.weight
+        shape, plan = self.start(image, plan, options, output_bytes=output_bytes)
+        head_rows = plan.head_rows
         with torch.no_grad():
-            feats = self.backbone.forward_streamed(
-                image, band_rows=band_rows, buffer=buffer, buffer_dir=buffer_dir, progress=progress)
-            feature_map = feats[self.neck.in_index]
-            map_shape = tuple(feature_map.shape[2:])
-            del feats
-
-            def read_map(span: Span) -> Tensor:
-                return feature_map[:, :, span[0]:span[1]].to(weight.device, weight.dtype)
-
-            head = self._head_bands(map_shape, read_map)
+            feature_map, read_map = self.stream_feature_map(image, plan.band_rows, options)
+            head = self._head_bands(tuple(feature_map.shape[2:]), read_map)
             bands = list(self.image_bands(shape, head_rows))
-            with BandProgress(len(bands) + 1, progress, label='decode head') as bar:
+            with BandProgress(len(bands) + 1, options.progress, label='decode head') as bar:
                 bar.describe('pyramid pooling')
                 head.pool(head_rows)
                 bar.advance()

@@ -253,12 +253,18 @@ TINY_PROBES = {
 @pytest.mark.parametrize(
     'experiment_id,reported',
     [
-        # The probe path is the PASCAL Context one's; ImageNet's layout is the WeightFormer test's.
+        # Both run with --run-slow only (about 50 s each: three processes that import a
+        # toolbox, a training and a test): the default suite checks the commands the probe
+        # experiments run (the dry run above), the converter (test_veca2mmlinear.py) and
+        # convert-then-evaluate end to end on WeightFormer-T.
         pytest.param(
             'veca-released-imagenet-probe',
             'ImageNet-1k Top 1 Accuracy 81.93',
             marks=pytest.mark.slow),
-        ('veca-released-pascal-context-probe', 'PASCAL Context mIoU 57.46'),
+        pytest.param(
+            'veca-released-pascal-context-probe',
+            'PASCAL Context mIoU 57.46',
+            marks=pytest.mark.slow),
     ])
 def test_released_veca_backbone_gets_its_probe_trained_then_evaluated(tmp_path, experiment_id,
                                                                       reported, reproduce_here):

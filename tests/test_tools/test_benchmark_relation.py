@@ -4,7 +4,6 @@ split and is reported."""
 import json
 import os.path as osp
 
-import pytest
 from analysis_tools_loader import load_tool, run_tool_main
 
 tool = load_tool('benchmark_relation')
@@ -50,20 +49,7 @@ def test_weightformer_points_train_with_their_dynamic_blocks(tiny_data, tmp_path
         assert name in result.stdout
 
 
-def test_dynamic_blocks_per_frequency_count_from_the_second_block():
-    assert tool.dynamic_indices('all', 5) == [0, 1, 2, 3, 4]
-    assert tool.dynamic_indices('every-2', 5) == [1, 3]
-    # The released WeightFormer-T pattern (17 blocks) and its demo body (5 blocks).
-    assert tool.dynamic_indices('every-3', 17) == [1, 4, 7, 10, 13, 16]
-    assert tool.dynamic_indices('every-3', 5) == [1, 4]
-    assert tool.dynamic_indices('every-4', 17) == [1, 5, 9, 13]
-    assert tool.dynamic_indices('none', 5) == []
-    assert tuple(tool.weightformer_body('every-2').dynamic_indices) == (1, 3)
-
-
 def test_unknown_frequency_names_the_allowed_ones(tiny_data, tmp_path):
-    with pytest.raises(ValueError, match="'every-5'.*all, every-2, every-3, every-4, none"):
-        tool.dynamic_indices('every-5', 5)
     result = run_tool_main(tool, '--data', osp.join(tiny_data, 'relation'), '--out', tmp_path,
                            '--weightformer-dynamic', 'every-5')
     assert result.returncode == 2

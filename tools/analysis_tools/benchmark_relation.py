@@ -41,6 +41,7 @@ from PIL import Image
 from torch import Tensor, nn
 
 from mmlinear.models import InfViT, WeightFormer
+from mmlinear.models.backbones.weightformer import DYNAMIC_FREQUENCIES, dynamic_block_indices
 from mmlinear.models.layers import ATTN_TYPES
 
 CLASSES = ('same', 'different')
@@ -53,34 +54,9 @@ MIXER_CFGS = {
     'nystromformer': dict(num_landmarks=16),
     'agent': dict(num_agents=16)
 }
-#: The points of the WeightFormer paper's ablation of how often a block is dynamic, named as the
-#: configs/weightformer/weightformer-t_dynamic-*.py configs name them.
-DYNAMIC_FREQUENCIES = ('all', 'every-2', 'every-3', 'every-4', 'none')
 WEIGHTFORMER_DEMO_CONFIG = osp.join(
     osp.dirname(osp.abspath(__file__)), '..', '..', 'configs', 'demo',
     'weightformer-demo_shapes-cls.py')
-
-
-def dynamic_indices(frequency: str, num_layers: int) -> List[int]:
-    """The dynamic blocks of a ``num_layers``-block WeightFormer at one point of the ablation.
-
-    Args:
-        frequency (str): One of :data:`DYNAMIC_FREQUENCIES`: 'all', 'none', or 'every-k', every
-            k-th block from the second, as the released pattern ('every-3': 1, 4, 7, ...) and
-            the paper-scale configs count them.
-        num_layers (int): Blocks of the body.
-
-    Returns:
-        list[int]: The indices of the dynamic blocks, ascending.
-    """
-    if frequency not in DYNAMIC_FREQUENCIES:
-        raise ValueError(f'unknown dynamic-block frequency {frequency!r}; allowed: '
-                         f'{", ".join(DYNAMIC_FREQUENCIES)}')
-    if frequency == 'all':
-        return list(range(num_layers))
-    if frequency == 'none':
-        return []
-    return list(range(1, num_layers, int(frequency[len('every-'):])))
 
 
 def load_split(root: str, split: str) -> Tuple[Tensor, Tensor]:
@@ -110,11 +86,11 @@ def infvit_body(attn_type: str) -> nn.Module:
 
 def weightformer_body(frequency: str) -> nn.Module:
     """The demo WeightFormer's backbone, as its config builds it, with the dynamic blocks of one
-    point of :data:`DYNAMIC_FREQUENCIES`."""
+    point of the ablation (:data:`DYNAMIC_FREQUENCIES`)."""
     cfg = Config.fromfile(WEIGHTFORMER_DEMO_CONFIG).model.backbone.to_dict()
     cfg.pop('type')
     num_layers = cfg['arch']['num_layers']
-    return WeightFormer(**cfg, dynamic_indices=dynamic_indices(frequency, num_layers))
+    return WeightFormer(**cfg, dynamic_indices=dynamic_block_indices(frequency, num_layers))
 
 
 class PooledClassifier(nn.Module):

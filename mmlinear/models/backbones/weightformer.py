@@ -13,6 +13,37 @@ from ..streaming.streamed_backbone import EmbedSetup
 from ..utils import normalize_indices
 from .base_plain_backbone import TRUNC_NORMAL_INIT, BasePlainBackbone
 
+#: The points of the WeightFormer paper's ablation of how often a block is dynamic, named as
+#: the configs/weightformer/weightformer-t_dynamic-*.py configs name them ('every-3' is the
+#: released pattern).
+DYNAMIC_FREQUENCIES = ('all', 'every-2', 'every-3', 'every-4', 'none')
+
+
+def dynamic_block_indices(frequency: str, num_layers: int) -> List[int]:
+    """The dynamic blocks of a ``num_layers``-block WeightFormer at one point of the ablation.
+
+    Args:
+        frequency (str): One of :data:`DYNAMIC_FREQUENCIES`: 'all', 'none', or 'every-k',
+            every k-th block from the second, as the released pattern ('every-3': 1, 4, 7,
+            ...) and the paper-scale configs count them.
+        num_layers (int): Blocks of the body.
+
+    Returns:
+        list[int]: The indices of the dynamic blocks, ascending (``dynamic_indices``).
+
+    Raises:
+        ValueError: An unknown ``frequency``, naming the allowed ones.
+    """
+    if frequency not in DYNAMIC_FREQUENCIES:
+        raise ValueError(f'unknown dynamic-block frequency {frequency!r}; allowed: '
+                         f'{", ".join(DYNAMIC_FREQUENCIES)}')
+    if frequency == 'all':
+        return list(range(num_layers))
+    if frequency == 'none':
+        return []
+    # Every k-th block from the second (the reference tests (i + 2) % 3 == 0 for k = 3).
+    return list(range(1, num_layers, int(frequency[len('every-'):])))
+
 
 @MODELS.register_module()
 class WeightFormer(BasePlainBackbone):
@@ -57,7 +88,8 @@ class WeightFormer(BasePlainBackbone):
         dynamic_indices (Sequence[int], optional): The blocks that are dynamic (negative
             values count from the end; empty for none), for the paper's ablation of how
             often a dynamic block comes (``configs/weightformer/*_dynamic-every-*``).
-            Defaults to None: the released pattern, every third block from the second.
+            Defaults to None: the released pattern, every third block from the second
+            (:func:`dynamic_block_indices` gives the ablation's other points).
         drop_path_rate (float): Stochastic depth of the MLP branches, rising linearly from 0
             at the first block to this value at the last. Defaults to 0.
         frozen_stages (int): Freeze the patch embedding and ``init_norm`` (stage 0) and then
@@ -102,8 +134,7 @@ class WeightFormer(BasePlainBackbone):
         self.patch_embed = ProjPatchEmbed(in_channels, self.embed_dims, patch_size)
         self.init_norm = nn.LayerNorm(self.embed_dims, eps=1e-6)
         if dynamic_indices is None:
-            # Every third block from the second (the reference tests (i + 2) % 3 == 0).
-            dynamic_indices = range(1, self.num_layers, 3)
+            dynamic_indices = dynamic_block_indices('every-3', self.num_layers)
         self.dynamic_indices = normalize_indices('dynamic_indices', dynamic_indices,
                                                  self.num_layers)
         dpr = [drop_path_rate * i / max(self.num_layers - 1, 1) for i in range(self.num_layers)]

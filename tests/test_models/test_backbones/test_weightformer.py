@@ -1,12 +1,17 @@
 """WeightFormer backbone against the official model: released key layout, parameter counts,
 FLOPs, the block formulas and the OpenMMLab options."""
+import os.path as osp
+
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import REPO_ROOT
+from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from torch.utils.flop_counter import FlopCounterMode
 
 from mmlinear.models import WeightFormer
+from mmlinear.models.backbones.weightformer import dynamic_block_indices
 from mmlinear.models.layers import DynamicDWConv, DynamicLinear, WeightFormerBlock
 
 DYNAMIC = [1, 4, 7, 10, 13, 16]
@@ -94,6 +99,33 @@ def test_bad_dynamic_indices_name_the_valid_range(indices):
             match=r'dynamic_indices (must hold integers in \[-17, 16\]|'
             'names layer 1 twice)'):
         WeightFormer(arch='t', dynamic_indices=indices)
+
+
+def test_dynamic_frequencies_count_every_kth_block_from_the_second():
+    assert dynamic_block_indices('all', 5) == [0, 1, 2, 3, 4]
+    assert dynamic_block_indices('every-2', 5) == [1, 3]
+    # The released WeightFormer-T pattern (17 blocks, the default) and its demo body (5).
+    assert dynamic_block_indices('every-3', 17) == DYNAMIC
+    assert dynamic_block_indices('every-3', 5) == [1, 4]
+    assert dynamic_block_indices('every-4', 17) == [1, 5, 9, 13]
+    assert dynamic_block_indices('none', 5) == []
+
+
+@pytest.mark.parametrize('frequency', ['every-5', 'every-1', 'half', ''])
+def test_unknown_dynamic_frequency_names_the_allowed_ones(frequency):
+    with pytest.raises(
+            ValueError, match=f"{frequency!r}; allowed: all, every-2, every-3, "
+            'every-4, none'):
+        dynamic_block_indices(frequency, 5)
+
+
+@pytest.mark.parametrize('frequency', ['every-2', 'every-4', 'none'])
+def test_paper_scale_ablation_configs_hold_their_frequencys_blocks(frequency):
+    """configs/weightformer/weightformer-t_dynamic-*.py list their blocks by hand."""
+    cfg = Config.fromfile(
+        osp.join(REPO_ROOT, 'configs', 'weightformer',
+                 f'weightformer-t_dynamic-{frequency}_8xb256-amp_in1k.py'))
+    assert list(cfg.model.backbone.dynamic_indices) == dynamic_block_indices(frequency, 17)
 
 
 def released_layout(C=192, depth=17):

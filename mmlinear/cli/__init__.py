@@ -1,8 +1,9 @@
 """What the command-line tools in ``tools/`` share, and nothing else calls: their common
 arguments, launchers and work dirs (:mod:`.runner_setup`), a config's test loop run as often
 as an analysis needs, at any input size (:mod:`.test_runner`), mmseg's sliding-window
-baseline of the large-image demo (:mod:`.slide_segmentation`) and the benchmark harness of
-the backbones (:mod:`.benchmark`, the engine of ``tools/analysis_tools/benchmark.py``).
+baseline of the large-image demo (:mod:`.slide_segmentation`), the benchmark harness of
+the backbones (:mod:`.benchmark`, the engine of ``tools/analysis_tools/benchmark.py``) and the
+registry of the papers' experiments (:mod:`.reproduce`, behind ``tools/reproduce.py``).
 
 This layer sits above :mod:`mmlinear.apis` and :mod:`mmlinear.visualization` and below
 ``tools/``: it may import them, never the reverse. What a user calls from Python is in

@@ -7,10 +7,10 @@ from typing import List, Tuple
 
 import pytest
 from analysis_tools_loader import load_tool
-from conftest import REPO_ROOT
+
+import mmlinear.cli.reproduce as registry
 
 get_flops = load_tool('get_flops')
-reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
 
 #: Claims whose demo figure is a table of a registry command of get_flops.py: the claim and
 #: the command's --out.
@@ -26,10 +26,10 @@ def registry_run(claim_id: str,
     """Run the registry's demo command of get_flops.py that makes the claim's figure, into a
     temporary folder instead (with ``smallest_only``, its first model at its first resolution
     alone): the claim's experiment and the claim, the tables the command wrote and its rows."""
-    experiment, claim = next((e, c) for e, c in reproduce.all_claims(reproduce.load_experiments())
-                             if c['id'] == claim_id)
+    experiment, claim = next(
+        (e, c) for e, c in registry.all_claims(registry.load_experiments()) if c['id'] == claim_id)
     command = next(c for c in experiment['demo']
-                   if reproduce.work_folder(c) == RECORDED_COUNTS[claim_id])
+                   if registry.work_folder(c) == RECORDED_COUNTS[claim_id])
     argv = shlex.split(command)[2:]
     written = osp.join(tempfile.mkdtemp(), 'flops.md')
     argv[argv.index('--out') + 1] = written
@@ -140,7 +140,7 @@ def test_the_recorded_counts_hold_at_the_commands_first_model_and_resolution(cla
     today; the whole command is the slow test below."""
     experiment, claim, tables, _ = registry_run(claim_id, smallest_only=True)
     section = ' '.join(
-        reproduce.section_text(experiment['docs'], claim['recorded']['section']).split())
+        registry.section_text(experiment['docs'], claim['recorded']['section']).split())
     recorded = [t for t in tables if ' '.join(t.strip().splitlines()[0].split()) in section]
     rows = [row for table in recorded for row in table_rows(table)]
     assert len(recorded) == 1 and rows and all(row in section for row in rows)
@@ -153,7 +153,7 @@ def test_the_recorded_counts_are_those_the_registry_command_prints(claim_id):
     experiment, claim, tables, _ = registry_run(claim_id)
     recorded = claim['recorded']
     table = next(t for t in tables if recorded['shows'] in t)
-    section = reproduce.section_text(experiment['docs'], recorded['section'])
+    section = registry.section_text(experiment['docs'], recorded['section'])
     assert ' '.join(table.split()) in section
 
 

@@ -13,10 +13,11 @@ from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 from mmengine.config import Config
 
+import mmlinear.cli.reproduce as registry
 from mmlinear.apis.model_presets import BACKBONE_PRESETS
 
 reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
-EXPERIMENTS = reproduce.load_experiments()
+EXPERIMENTS = registry.load_experiments()
 PAPERS = {
     c.name
     for c in modelindex.load(osp.join(REPO_ROOT, 'mmlinear', '.mim', 'model-index.yml')).collections
@@ -38,7 +39,7 @@ def test_every_experiment_names_files_and_presets_that_exist(experiment):
         'pending') or experiment.get('released')
     if experiment.get('released'):
         # The paper's number it is printed beside.
-        assert reproduce.paper_metric(experiment['released']['config'])
+        assert registry.paper_metric(experiment['released']['config'])
     for command in all_commands(experiment):
         for path in re.findall(r'(?:configs|tools)/\S+\.(?:py|sh)', command):
             assert osp.isfile(osp.join(REPO_ROOT, path)), (experiment['id'], path)
@@ -55,31 +56,31 @@ def test_no_two_commands_of_a_scale_share_a_work_folder(scale):
     for experiment in EXPERIMENTS.values():
         for command in experiment.get(scale) or []:
             command = ' '.join(command.split())
-            writers.setdefault(reproduce.work_folder(command), set()).add(command)
+            writers.setdefault(registry.work_folder(command), set()).add(command)
     shared = {folder: commands for folder, commands in writers.items() if len(commands) > 1}
     assert not shared
     # The efficient-attention baselines train the Linear-InfViT config, each into its own
     # folder, beside the benchmark of the nine token mixers.
     folders = [
-        reproduce.work_folder(c) for c in EXPERIMENTS['infsa-efficient-attention']['paper_scale']
+        registry.work_folder(c) for c in EXPERIMENTS['infsa-efficient-attention']['paper_scale']
     ]
     assert len(set(folders)) == len(folders) == 6
     assert 'work_dirs/infvit-4l-linear_16xb64_in1k' not in folders
 
 
 def test_a_command_writes_where_its_options_or_its_config_say():
-    assert reproduce.work_folder(
+    assert registry.work_folder(
         'bash tools/dist_train.sh configs/a/b.py 8 --work-dir work_dirs/x/ --cfg-options y=1'
     ) == 'work_dirs/x'
-    assert reproduce.work_folder('python tools/get_flops.py --out work_dirs/f/flops.md') == \
+    assert registry.work_folder('python tools/get_flops.py --out work_dirs/f/flops.md') == \
         'work_dirs/f/flops.md'
-    assert reproduce.work_folder('python tools/test.py configs/a/b_in1k.py CHECKPOINT') == \
+    assert registry.work_folder('python tools/test.py configs/a/b_in1k.py CHECKPOINT') == \
         osp.join('work_dirs', 'b_in1k')
     # A make target: its recipe's --out, with the Makefile's default BENCH_OUT.
-    assert reproduce.work_folder('make bench-9216') == 'work_dirs/bench/linear_9216'
+    assert registry.work_folder('make bench-9216') == 'work_dirs/bench/linear_9216'
     for silent in ('python tools/misc/make_tiny_datasets.py', 'make no-such-target'):
         with pytest.raises(ValueError, match='writes'):
-            reproduce.work_folder(silent)
+            registry.work_folder(silent)
 
 
 def test_a_registry_where_two_runs_share_a_work_folder_is_refused(tmp_path):
@@ -88,12 +89,12 @@ def test_a_registry_where_two_runs_share_a_work_folder_is_refused(tmp_path):
     path = tmp_path / 'experiments.yml'
     # The same command in two experiments is one run: accepted.
     path.write_text(yaml.safe_dump([entry, dict(entry, id='b')]))
-    assert list(reproduce.load_experiments(str(path))) == ['a', 'b']
+    assert list(registry.load_experiments(str(path))) == ['a', 'b']
     # Another attention type trained into the same (default) folder: refused, both named.
     other = f'{train} --cfg-options model.backbone.attn_type=performer'
     path.write_text(yaml.safe_dump([entry, dict(entry, id='b', paper_scale=[other])]))
     with pytest.raises(ValueError) as refused:
-        reproduce.load_experiments(str(path))
+        registry.load_experiments(str(path))
     assert 'b: two paper_scale commands write to work_dirs/infvit-4l-linear_16xb64_in1k' in \
         str(refused.value) and 'attn_type=performer' in str(refused.value)
 
@@ -122,7 +123,7 @@ def test_veca_resolution_sweeps_the_papers_probes_from_256_to_1024():
     assert set(trainings) <= set(EXPERIMENTS['veca-dense-probes']['paper_scale'])
     checkpoint_files = re.findall(r'\$\(cat (\S+)\)', sweep)
     assert checkpoint_files == [
-        osp.join(reproduce.work_folder(training), 'last_checkpoint') for training in trainings
+        osp.join(registry.work_folder(training), 'last_checkpoint') for training in trainings
     ]
     resolution_sweep = load_tool('resolution_sweep')
     words = shlex.split(re.sub(r'\$\(cat (\S+)\)', r'\1', sweep))
@@ -155,7 +156,7 @@ def test_attention_quality_at_paper_scale_scores_the_papers_three_imagenet_class
     assert [a.config for a in evaluations] == [
         f'configs/infvit/infvit-4l-{attn}_16xb64_in1k.py' for attn in ('softmax', 'pure', 'linear')
     ]
-    checkpoints = [osp.join(reproduce.work_folder(t), 'last_checkpoint') for t in trainings]
+    checkpoints = [osp.join(registry.work_folder(t), 'last_checkpoint') for t in trainings]
     assert [a.checkpoint for a in evaluations] == checkpoints
     for args in evaluations:
         assert args.images == ['data/imagenet/val'] and args.img_size == 224
@@ -180,7 +181,7 @@ def test_veca_core_analyses_at_paper_scale_read_veca_b_from_its_pascal_context_p
     assert 'linear-probe_veca-base-frozen_8xb2-40k_pascal-context-59' in training
     args = parse_analysis(analysis)
     assert args.model == 'veca-base' and args.img_size == 512
-    assert args.checkpoint == osp.join(reproduce.work_folder(training), 'last_checkpoint')
+    assert args.checkpoint == osp.join(registry.work_folder(training), 'last_checkpoint')
     # The teacher's weights where the distillation configs read them.
     teacher = Config.fromfile(
         osp.join(REPO_ROOT, 'configs/_base_/models/veca-distill_dinov3-vitb16.py')).model.teacher
@@ -200,7 +201,7 @@ def test_the_list_covers_the_three_papers_and_every_experiment():
     'experiment', [e for e in EXPERIMENTS.values() if e.get('recorded')],
     ids=[i for i, e in EXPERIMENTS.items() if e.get('recorded')])
 def test_every_recorded_figure_is_where_its_experiment_says(experiment):
-    assert reproduce.recorded_problem(experiment) is None
+    assert registry.recorded_problem(experiment) is None
 
 
 def test_the_list_says_where_each_demo_figure_is_or_why_there_is_none():
@@ -257,7 +258,7 @@ def test_the_missing_report_names_every_lack_and_its_reason(tmp_path):
     ]
     path = tmp_path / 'experiments.yml'
     path.write_text(yaml.safe_dump(entries))
-    report = reproduce.missing_report(reproduce.load_experiments(str(path)))
+    report = registry.missing_report(registry.load_experiments(str(path)))
     assert report.splitlines() == [
         'unrecorded',
         '    no paper-scale command (no reason given)',
@@ -296,7 +297,7 @@ def test_a_reason_for_a_part_an_experiment_has_or_for_no_part_is_refused(
                 why_missing=why_missing)
         ]))
     with pytest.raises(ValueError, match=f'experiments.yml: a: {message}'):
-        reproduce.load_experiments(str(path))
+        registry.load_experiments(str(path))
 
 
 def test_a_demo_run_makes_its_missing_prerequisites_first():
@@ -308,9 +309,9 @@ def test_a_demo_run_makes_its_missing_prerequisites_first():
             dict(path='README.md', made_by='python never_needed.py'),  # it exists
             dict(path='no/such/other.pth', made_by='python make_it.py'),  # made once
         ])
-    assert reproduce.commands_for(
+    assert registry.commands_for(
         experiment, 'demo') == ['python make_it.py', 'python tools/reproduce.py --list']
-    assert reproduce.commands_for(dict(experiment, paper_scale=['make x']), 'paper') == ['make x']
+    assert registry.commands_for(dict(experiment, paper_scale=['make x']), 'paper') == ['make x']
 
 
 def test_paper_scale_commands_are_printed_with_what_the_paper_reports():
@@ -346,8 +347,9 @@ def test_a_demo_experiment_runs_its_real_commands(monkeypatch):
     experiment = dict(EXPERIMENTS['veca-interactions'])
     command, = [c for c in experiment['demo'] if '--active-cores' in c]
     experiment['demo'] = [re.sub(r'--active-cores( \d+)+', '--active-cores 64', command)]
-    monkeypatch.setattr(reproduce, 'load_experiments',
-                        lambda: {**EXPERIMENTS, 'veca-interactions': experiment})
+    monkeypatch.setattr(reproduce, 'load_experiments', lambda: {
+        **EXPERIMENTS, 'veca-interactions': experiment
+    })
     table = run_veca_interactions()
     assert '| veca-base | 512 | 64 | 1,024 |' in table and '87.1 %' in table
     assert '| veca-base | 512 | 8 |' not in table

@@ -10,14 +10,16 @@ import yaml
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 
+import mmlinear.cli.reproduce as registry
+
 reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
-EXPERIMENTS = reproduce.load_experiments()
-CLAIMS = reproduce.all_claims(EXPERIMENTS)
+EXPERIMENTS = registry.load_experiments()
+CLAIMS = registry.all_claims(EXPERIMENTS)
 WITH_NUMBERS = [(e, c) for e, c in CLAIMS if c.get('numbers')]
 
 
 def test_every_claim_id_is_unique_and_belongs_to_exactly_one_experiment():
-    with open(reproduce.EXPERIMENTS_FILE) as f:
+    with open(registry.EXPERIMENTS_FILE) as f:
         raw = yaml.safe_load(f)
     owners = [(claim['id'], entry['id']) for entry in raw for claim in entry.get('claims') or []]
     ids = [claim_id for claim_id, _ in owners]
@@ -41,25 +43,25 @@ def test_every_paper_has_claims_and_every_experiment_serves_or_checks_one():
 def test_the_papers_numbers_are_where_the_registry_prints_them_from(experiment, claim):
     """In the experiment's docs page (outside the claims table, which is made from the
     registry) or in the model index's results of its configs, as ``quoted_in`` says."""
-    assert reproduce.claim_number_problems(experiment, claim) == []
+    assert registry.claim_number_problems(experiment, claim) == []
 
 
 def test_claims_quote_numbers_from_both_sources():
-    assert {c['quoted_in'] for _, c in WITH_NUMBERS} == set(reproduce.QUOTED_IN)
+    assert {c['quoted_in'] for _, c in WITH_NUMBERS} == set(registry.QUOTED_IN)
 
 
 def test_a_number_missing_from_its_source_is_named(tmp_path):
     docs = tmp_path / 'results.md'
-    docs.write_text(f'The paper reports 81.5.\n\n{reproduce.CLAIMS_TABLE_BEGIN}\n| 84.7 |\n'
-                    f'{reproduce.CLAIMS_TABLE_END}\n')
+    docs.write_text(f'The paper reports 81.5.\n\n{registry.CLAIMS_TABLE_BEGIN}\n| 84.7 |\n'
+                    f'{registry.CLAIMS_TABLE_END}\n')
     experiment = dict(id='x', docs=str(docs))
     claim = dict(
         id='infvit-x', reports='top-1 81.5 and 84.7', numbers=['81.5', '84.7'], quoted_in='docs')
     # 84.7 is only in the claims table, 81.5 in the text: only 84.7 is missing.
-    problems = reproduce.claim_number_problems(experiment, claim)
+    problems = registry.claim_number_problems(experiment, claim)
     assert problems == [f'infvit-x: 84.7 is not in {docs}']
     # A number is a whole token: 1.5 is not found in 81.5.
-    problems = reproduce.claim_number_problems(experiment, dict(claim, numbers=['1.5']))
+    problems = registry.claim_number_problems(experiment, dict(claim, numbers=['1.5']))
     assert problems == [f'infvit-x: 1.5 is not in {docs}']
 
 
@@ -67,8 +69,8 @@ def test_a_number_missing_from_its_source_is_named(tmp_path):
     'experiment, claim', [(e, c) for e, c in CLAIMS if c.get('recorded')],
     ids=[c['id'] for _, c in CLAIMS if c.get('recorded')])
 def test_a_claims_own_figure_is_where_it_says(experiment, claim):
-    assert reproduce.recorded_problem(dict(docs=experiment['docs'],
-                                           recorded=claim['recorded'])) is None
+    assert registry.recorded_problem(dict(docs=experiment['docs'],
+                                          recorded=claim['recorded'])) is None
 
 
 BASE = dict(paper='VECA', item='x', docs='README.md', paper_scale=['make bench-9216'])
@@ -81,7 +83,7 @@ def refused(tmp_path, entries, message):
     path = tmp_path / 'experiments.yml'
     path.write_text(yaml.safe_dump(entries))
     with pytest.raises(ValueError, match=re.escape(message)):
-        reproduce.load_experiments(str(path))
+        registry.load_experiments(str(path))
 
 
 @pytest.mark.parametrize('changes, message', [
@@ -173,8 +175,8 @@ def test_a_claim_has_what_its_experiment_has_unless_it_says_otherwise(tmp_path):
     ]
     path = tmp_path / 'experiments.yml'
     path.write_text(yaml.safe_dump(entries))
-    experiments = reproduce.load_experiments(str(path))
-    assert reproduce.missing_report(experiments).splitlines() == [
+    experiments = registry.load_experiments(str(path))
+    assert registry.missing_report(experiments).splitlines() == [
         'complete',
         '    claim veca-own-reasons: no paper-scale command: not counted',
         '    claim veca-own-reasons: no demo figure: not drawn',
@@ -191,7 +193,7 @@ def test_a_claim_has_what_its_experiment_has_unless_it_says_otherwise(tmp_path):
         '3 missing in 2 of 3 experiments; 4 of 6 claims incomplete (4 without a demo figure, 2 '
         'without a paper-scale command); 1 without a reason given',
     ]
-    view = reproduce.claims_view(experiments).splitlines()
+    view = registry.claims_view(experiments).splitlines()
     assert view[:4] == [
         'veca-complete  [VECA, Fig. 1]  experiment complete', '    r',
         '    paper scale: python tools/reproduce.py complete --scale paper',
@@ -204,7 +206,7 @@ def test_a_claim_has_what_its_experiment_has_unless_it_says_otherwise(tmp_path):
 
 def test_the_missing_summary_counts_the_claims():
     report = run_tool_main(reproduce, '--list', '--missing').stdout.splitlines()
-    lacks = [{part for part, *_ in reproduce.claim_lacks(e, c)} for e, c in CLAIMS]
+    lacks = [{part for part, *_ in registry.claim_lacks(e, c)} for e, c in CLAIMS]
     summary = re.fullmatch(
         r'\d+ missing in \d+ of (\d+) experiments; (\d+) of (\d+) claims incomplete \((\d+) '
         r'without a demo figure, (\d+) without a paper-scale command\); 0 without a reason given',
@@ -225,9 +227,9 @@ def test_the_missing_summary_counts_the_claims():
 def test_the_claims_table_of_the_docs_is_the_registrys():
     with open(osp.join(REPO_ROOT, 'docs', 'reproduce.md')) as f:
         text = f.read()
-    begin = text.index(reproduce.CLAIMS_TABLE_BEGIN)
-    end = text.index(reproduce.CLAIMS_TABLE_END) + len(reproduce.CLAIMS_TABLE_END)
-    assert text[begin:end] == reproduce.claims_markdown(EXPERIMENTS), \
+    begin = text.index(registry.CLAIMS_TABLE_BEGIN)
+    end = text.index(registry.CLAIMS_TABLE_END) + len(registry.CLAIMS_TABLE_END)
+    assert text[begin:end] == registry.claims_markdown(EXPERIMENTS), \
         'regenerate it: python tools/reproduce.py --claims --markdown'
     assert text[:begin].rstrip().endswith('fails when it differs.')
     printed = run_tool_main(reproduce, '--claims', '--markdown')

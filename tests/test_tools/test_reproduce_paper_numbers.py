@@ -8,8 +8,10 @@ import pytest
 from analysis_tools_loader import load_tool, run_tool_main
 from conftest import REPO_ROOT
 
+import mmlinear.cli.reproduce as registry
+
 reproduce = load_tool('reproduce', osp.join(REPO_ROOT, 'tools'))
-EXPERIMENTS = reproduce.load_experiments()
+EXPERIMENTS = registry.load_experiments()
 
 
 def read(path: str) -> str:
@@ -68,7 +70,7 @@ def test_the_list_states_the_papers_numbers_beside_their_experiments():
 
 @pytest.mark.parametrize('experiment_id, line', PRINTED)
 def test_the_registry_prints_the_papers_number_of_a_config(experiment_id, line):
-    assert line in reproduce.reported_results(EXPERIMENTS[experiment_id])
+    assert line in registry.reported_results(EXPERIMENTS[experiment_id])
 
 
 @pytest.mark.parametrize('experiment_id, text', IN_DOCS)
@@ -79,14 +81,14 @@ def test_the_docs_page_the_registry_names_holds_the_papers_number(experiment_id,
 def test_the_baselines_are_printed_after_their_papers_models_and_marked_as_the_papers():
     """The reported lines of a comparison: the paper's models, then its baselines, under the
     heading that marks them as the paper's numbers."""
-    imagenet = reproduce.reported_results(EXPERIMENTS['weightformer-imagenet'])
+    imagenet = registry.reported_results(EXPERIMENTS['weightformer-imagenet'])
     assert imagenet[0] == 'reported by the paper (model index; not reproduced here):'
     assert [line.split(':')[0].strip() for line in imagenet[1:]] == [
         'weightformer-t_8xb256-amp_in1k', 'weightformer-s_8xb256-amp_in1k',
         'weightformer-b_8xb256_in1k-448px', 'deit-s_8xb128_in1k',
         'convnext-s-isotropic_8xb128-accum4_in1k'
     ]
-    probes = reproduce.reported_results(EXPERIMENTS['veca-imagenet-probe'])
+    probes = registry.reported_results(EXPERIMENTS['veca-imagenet-probe'])
     assert probes[0] == imagenet[0] and len(probes) == 3
     # The docs page's ImageNet table: the baselines' rows under the paper's column.
     table = docs_of('weightformer-imagenet')
@@ -118,7 +120,7 @@ def test_voc_at_64_cores_is_the_metafiles_number_on_every_page_that_quotes_it():
     as the VOC number."""
     voc = next(
         float(line.rsplit(' ', 1)[1])
-        for line in reproduce.reported_results(EXPERIMENTS['veca-dense-probes'])
+        for line in registry.reported_results(EXPERIMENTS['veca-dense-probes'])
         if 'PASCAL VOC 2012 mIoU' in line)
     assert voc == 87.07
     pages = [

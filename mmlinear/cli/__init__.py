@@ -2,8 +2,9 @@
 arguments, launchers and work dirs (:mod:`.runner_setup`), a config's test loop run as often
 as an analysis needs, at any input size (:mod:`.test_runner`), mmseg's sliding-window
 baseline of the large-image demo (:mod:`.slide_segmentation`), the benchmark harness of
-the backbones (:mod:`.benchmark`, the engine of ``tools/analysis_tools/benchmark.py``) and the
-registry of the papers' experiments (:mod:`.reproduce`, behind ``tools/reproduce.py``).
+the backbones (:mod:`.benchmark`, the engine of ``tools/analysis_tools/benchmark.py``), the
+demo's models and targets (:mod:`.demo`, behind ``tools/misc/run_demo.py``) and the registry of
+the papers' experiments (:mod:`.reproduce`, behind ``tools/reproduce.py``).
 
 This layer sits above :mod:`mmlinear.apis` and :mod:`mmlinear.visualization` and below
 ``tools/``: it may import them, never the reverse. What a user calls from Python is in

@@ -1,7 +1,6 @@
 """The demo's workflow: the detection and segmentation demos start from the backbone of the
 classification demo, through ``init_cfg=dict(type='Pretrained', prefix='backbone.')``."""
 import os.path as osp
-import sys
 
 import pytest
 import torch
@@ -10,12 +9,9 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 
 import mmlinear  # noqa: F401
+import mmlinear.cli.demo as demo_plan
 from mmlinear.models.utils import resize_pos_embed
 
-sys.path.insert(0, osp.join(REPO_ROOT, 'tests', 'test_tools'))
-from analysis_tools_loader import load_tool  # noqa: E402
-
-run_demo = load_tool('run_demo', osp.join(REPO_ROOT, 'tools', 'misc'))
 FINE_TUNING = {
     'mmdet': 'configs/demo/mask-rcnn_infvit-demo-linear_simple-pyramid_shapes-coco.py',
     'mmseg': 'configs/demo/upernet_infvit-demo-linear_shapes-ade.py',
@@ -33,30 +29,30 @@ def build(cfg: Config):
 
 @pytest.mark.parametrize('scope', sorted(FINE_TUNING))
 def test_default_checkpoint_is_where_the_demo_writes_the_classifier(scope):
-    classifier = load(run_demo.CLASSIFIER.config)
+    classifier = load(demo_plan.CLASSIFIER.config)
     expected = osp.join(
-        run_demo.work_dir_of(run_demo.CLASSIFIER, 'work_dirs/demo'),
+        demo_plan.work_dir_of(demo_plan.CLASSIFIER, 'work_dirs/demo'),
         f'epoch_{classifier.train_cfg.max_epochs}.pth')
     init_cfg = load(FINE_TUNING[scope]).model.backbone.init_cfg
     assert dict(init_cfg) == dict(type='Pretrained', checkpoint=expected, prefix='backbone.')
 
 
 def test_demo_hands_the_classifier_checkpoint_to_the_fine_tuning_runs():
-    classifier, detector, segmenter = run_demo.DEMOS
-    assert classifier is run_demo.CLASSIFIER and not classifier.fine_tunes_classifier
+    classifier, detector, segmenter = demo_plan.DEMOS
+    assert classifier is demo_plan.CLASSIFIER and not classifier.fine_tunes_classifier
     assert [detector.config, segmenter.config] == [FINE_TUNING['mmdet'], FINE_TUNING['mmseg']]
-    assert '--cfg-options' not in run_demo.train_command(classifier, 'w', None)
+    assert '--cfg-options' not in demo_plan.train_command(classifier, 'w', None)
     for demo in (detector, segmenter):
-        cmd = run_demo.train_command(demo, 'w', 'w/cls/epoch_3.pth')
+        cmd = demo_plan.train_command(demo, 'w', 'w/cls/epoch_3.pth')
         assert cmd[-2:] == ['--cfg-options', 'model.backbone.init_cfg.checkpoint=w/cls/epoch_3.pth']
         with pytest.raises(ValueError, match='train it first'):
-            run_demo.train_command(demo, 'w', None)
+            demo_plan.train_command(demo, 'w', None)
 
 
 @pytest.mark.parametrize('scope', sorted(FINE_TUNING))
 def test_fine_tuning_backbone_starts_from_the_classifier_weights(scope, tmp_path):
     torch.manual_seed(0)
-    classifier = build(load(run_demo.CLASSIFIER.config))
+    classifier = build(load(demo_plan.CLASSIFIER.config))
     path = str(tmp_path / 'classifier.pth')
     torch.save(dict(state_dict=classifier.state_dict(), meta=dict()), path)
 

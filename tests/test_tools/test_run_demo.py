@@ -12,6 +12,8 @@ import pytest
 from analysis_tools_loader import load_tool
 from conftest import REPO_ROOT
 
+import mmlinear.cli.demo as demo_plan
+
 run_demo = load_tool('run_demo', osp.join(REPO_ROOT, 'tools', 'misc'))
 # The figures the README's demo table reports as measured (mAcc, which it omits, made up).
 MEASURED = {
@@ -52,7 +54,7 @@ def results(changes: Optional[Dict[str, float]] = None) -> list:
         k: v
         for k, v in metrics.items()
         if k in demo.metrics or (demo.reports_class_iou and k.startswith('IoU.'))
-    }, 60.0) for demo in run_demo.DEMOS]
+    }, 60.0) for demo in demo_plan.DEMOS]
 
 
 def test_targets_are_those_of_the_readme_demo_table():
@@ -71,15 +73,15 @@ def test_targets_are_those_of_the_readme_demo_table():
         'mIoU': 'mmseg'
     }
     stated = {}
-    for target in run_demo.TARGETS:
+    for target in demo_plan.TARGETS:
         stated.setdefault(scopes[target.key], []).append(target.minimum)
-    stated['mmseg'].append(run_demo.CLASS_IOU_MINIMUM)  # the cell reads "90, each class 80"
+    stated['mmseg'].append(demo_plan.CLASS_IOU_MINIMUM)  # the cell reads "90, each class 80"
     assert {
         scope: [float(v) for v in re.findall(r'[\d.]+', cell)]
         for scope, cell in rows.items()
     } == stated
-    reported = {key for demo in run_demo.DEMOS for key in demo.metrics}
-    assert {target.key for target in run_demo.TARGETS} <= reported
+    reported = {key for demo in demo_plan.DEMOS for key in demo.metrics}
+    assert {target.key for target in demo_plan.TARGETS} <= reported
 
 
 def test_met_targets_are_printed_beside_their_metrics(capsys):
@@ -142,14 +144,14 @@ def test_the_summary_names_the_machine_its_figures_were_measured_on(capsys):
 @pytest.mark.parametrize('changes, missed', [({}, []), ({'mIoU': 89.9}, ['mIoU 89.900 < 90'])])
 def test_the_record_holds_figures_targets_misses_and_machine(tmp_path, changes, missed):
     path = tmp_path / 'demo_results.json'
-    run_demo.write_record(str(path), results(changes), 300.0, 2, MACHINE)
+    demo_plan.write_record(str(path), results(changes), 300.0, 2, MACHINE)
     record = json.loads(path.read_text())
-    assert [model['config'] for model in record['models']] == [d.config for d in run_demo.DEMOS]
+    assert [model['config'] for model in record['models']] == [d.config for d in demo_plan.DEMOS]
     segmenter = record['models'][2]
     assert segmenter['metrics']['mIoU'] == changes.get('mIoU', MEASURED['mIoU'])
     assert segmenter['metrics']['IoU.triangle'] == MEASURED['IoU.triangle']
-    assert record['targets'] == {t.key: t.minimum for t in run_demo.TARGETS}
-    assert record['class_iou_minimum'] == run_demo.CLASS_IOU_MINIMUM
+    assert record['targets'] == {t.key: t.minimum for t in demo_plan.TARGETS}
+    assert record['class_iou_minimum'] == demo_plan.CLASS_IOU_MINIMUM
     assert record['missed'] == missed
     assert (record['seed'], record['seconds'], record['machine']) == (2, 300.0, MACHINE)
 
@@ -157,32 +159,32 @@ def test_the_record_holds_figures_targets_misses_and_machine(tmp_path, changes, 
 def test_a_metric_that_was_not_logged_misses_its_target():
     metrics = dict(MEASURED)
     del metrics['mIoU']
-    assert run_demo.missed_targets(metrics) == ['mIoU not reported (key mIoU)']
-    assert run_demo.missed_targets(MEASURED) == []
+    assert demo_plan.missed_targets(metrics) == ['mIoU not reported (key mIoU)']
+    assert demo_plan.missed_targets(MEASURED) == []
     without_classes = {k: v for k, v in MEASURED.items() if not k.startswith('IoU.')}
-    assert run_demo.missed_targets(without_classes) == [
+    assert demo_plan.missed_targets(without_classes) == [
         'per-class IoU not reported (no per-class table in the test log)'
     ]
 
 
 def test_class_iou_is_read_from_the_last_table_of_the_test_log():
-    assert run_demo.class_iou_from_log(SEG_TEST_LOG) == {
+    assert demo_plan.class_iou_from_log(SEG_TEST_LOG) == {
         k: v
         for k, v in MEASURED.items() if k.startswith('IoU.')
     }
     # A validation table logged during training comes before the test's: the last one counts.
     earlier = SEG_TEST_LOG.replace('| 94.5 ', '| 0.12 ')
-    assert run_demo.class_iou_from_log(earlier + SEG_TEST_LOG)['IoU.triangle'] == 94.5
-    nan = run_demo.class_iou_from_log(SEG_TEST_LOG.replace('| 94.5 ', '|  nan '))
+    assert demo_plan.class_iou_from_log(earlier + SEG_TEST_LOG)['IoU.triangle'] == 94.5
+    nan = demo_plan.class_iou_from_log(SEG_TEST_LOG.replace('| 94.5 ', '|  nan '))
     assert math.isnan(nan['IoU.triangle'])
-    assert run_demo.class_iou_from_log(SEG_TEST_LOG.split('per class')[0]) == {}
+    assert demo_plan.class_iou_from_log(SEG_TEST_LOG.split('per class')[0]) == {}
 
 
 def test_a_seed_replaces_the_config_seed_of_every_model():
-    classifier, detector, _ = run_demo.DEMOS
+    classifier, detector, _ = demo_plan.DEMOS
     checkpoint, seed = 'model.backbone.init_cfg.checkpoint=w/cls.pth', 'randomness.seed=2'
-    assert run_demo.train_command(classifier, 'w', None, 2)[-2:] == ['--cfg-options', seed]
-    detector_command = run_demo.train_command(detector, 'w', 'w/cls.pth', 2)
+    assert demo_plan.train_command(classifier, 'w', None, 2)[-2:] == ['--cfg-options', seed]
+    detector_command = demo_plan.train_command(detector, 'w', 'w/cls.pth', 2)
     assert detector_command[-3:] == ['--cfg-options', checkpoint, seed]
 
 
@@ -205,30 +207,30 @@ def test_the_process_exits_with_status_1_when_a_target_is_missed():
 
 
 def test_only_named_models_are_trained_with_the_classifier_when_it_is_missing(tmp_path):
-    classifier, detector, segmenter = run_demo.DEMOS
-    seg_name = osp.basename(run_demo.work_dir_of(segmenter, ''))
+    classifier, detector, segmenter = demo_plan.DEMOS
+    seg_name = osp.basename(demo_plan.work_dir_of(segmenter, ''))
     work_dir = str(tmp_path)
-    assert run_demo.selected_demos(None, work_dir) == (list(run_demo.DEMOS), None)
+    assert demo_plan.selected_demos(None, work_dir) == (list(demo_plan.DEMOS), None)
     # No classifier checkpoint yet: it is trained first.
-    assert run_demo.selected_demos([seg_name], work_dir) == ([classifier, segmenter], None)
+    assert demo_plan.selected_demos([seg_name], work_dir) == ([classifier, segmenter], None)
     # One from an earlier run is reused.
-    classifier_dir = tmp_path / osp.basename(run_demo.work_dir_of(classifier, ''))
+    classifier_dir = tmp_path / osp.basename(demo_plan.work_dir_of(classifier, ''))
     classifier_dir.mkdir()
     (classifier_dir / 'last_checkpoint').write_text('w/cls/epoch_20.pth\n')
-    assert run_demo.selected_demos([seg_name], work_dir) == ([segmenter], 'w/cls/epoch_20.pth')
-    cls_name = osp.basename(run_demo.work_dir_of(classifier, ''))
-    assert run_demo.selected_demos([seg_name, cls_name], work_dir) == ([classifier,
-                                                                        segmenter], None)
+    assert demo_plan.selected_demos([seg_name], work_dir) == ([segmenter], 'w/cls/epoch_20.pth')
+    cls_name = osp.basename(demo_plan.work_dir_of(classifier, ''))
+    assert demo_plan.selected_demos([seg_name, cls_name], work_dir) == ([classifier,
+                                                                         segmenter], None)
 
 
 def test_a_run_of_some_models_checks_only_their_targets():
-    segmenter = run_demo.DEMOS[2]
+    segmenter = demo_plan.DEMOS[2]
     seg_metrics = {k: v for k, v in MEASURED.items() if k in ('mIoU', 'mAcc', 'aAcc')}
-    assert run_demo.missed_targets(seg_metrics, [segmenter]) == [
+    assert demo_plan.missed_targets(seg_metrics, [segmenter]) == [
         'per-class IoU not reported (no per-class table in the test log)'
     ]
-    assert run_demo.missed_targets(
+    assert demo_plan.missed_targets(
         dict(seg_metrics,
-             mIoU=80.0), [run_demo.CLASSIFIER]) == ['top-1 not reported (key accuracy/top1)']
+             mIoU=80.0), [demo_plan.CLASSIFIER]) == ['top-1 not reported (key accuracy/top1)']
     with_classes = {k: v for k, v in MEASURED.items() if k == 'mIoU' or k.startswith('IoU.')}
-    assert run_demo.missed_targets(with_classes, [segmenter]) == []
+    assert demo_plan.missed_targets(with_classes, [segmenter]) == []

@@ -16,6 +16,11 @@ from mmseg.structures import SegDataSample
 from PIL import Image
 
 DEMO = 'configs/demo/upernet_infvit-demo-linear_multi-crop_shapes-ade.py'
+#: The demo's multi-crop UperNets: the recipe applied to each backbone's demo UperNet.
+DEMOS = [
+    DEMO, 'configs/demo/upernet_weightformer-demo_multi-crop_shapes-ade.py',
+    'configs/demo/upernet_veca-demo_multi-crop_shapes-ade.py'
+]
 PAPER = 'configs/infvit/upernet_infvit-4l-linear_multi-crop_8xb2-160k_ade20k-512x512.py'
 LARGE_SCENES = 'configs/demo/upernet_infvit-demo-linear_large-scenes-1800it_shapes-ade.py'
 # How docs/large_images.md trained the "ablation x4" whose figures the LARGE_SCENES config cites.
@@ -38,7 +43,8 @@ def crop_sizes(pipeline):
     ]
 
 
-@pytest.mark.parametrize(('path', 'sizes'), [(DEMO, (128, 192, 256)), (PAPER, (512, 768, 1024))])
+@pytest.mark.parametrize(('path', 'sizes'),
+                         [(demo, (128, 192, 256)) for demo in DEMOS] + [(PAPER, (512, 768, 1024))])
 def test_the_recipe_crops_each_listed_size_and_pads_batches_to_the_largest(path, sizes):
     cfg = Config.fromfile(osp.join(REPO_ROOT, path))
     assert crop_sizes(cfg.train_dataloader.dataset.pipeline) == [(s, s) for s in sizes]
@@ -91,9 +97,12 @@ def test_the_demo_crops_are_windows_of_the_scene_at_its_scale(tmp_path):
     assert seen == {(s, s) for s in (128, 192, 256)}
 
 
-def test_a_batch_of_mixed_crops_reaches_the_backbone_masked_and_the_loss_ignores_padding():
-    cfg = Config.fromfile(osp.join(REPO_ROOT, DEMO))
+@pytest.mark.parametrize('path', DEMOS)
+def test_a_batch_of_mixed_crops_reaches_the_backbone_masked_and_the_loss_ignores_padding(path):
+    """The padded crop's features are the crop's alone: the backbone sees the padding mask."""
+    cfg = Config.fromfile(osp.join(REPO_ROOT, path))
     cfg.model.backbone.init_cfg = None
+    torch.manual_seed(0)
     model = init_model(cfg, None, device='cpu')
     generator = torch.Generator().manual_seed(0)
     inputs, samples = [], []
@@ -115,6 +124,13 @@ def test_a_batch_of_mixed_crops_reaches_the_backbone_masked_and_the_loss_ignores
     labels = samples[0].gt_sem_seg.data[0]
     assert (labels[expected_mask[0]] == IGNORE).all() and (labels[:128, :128] < 4).all()
     assert tuple(samples[0].img_shape) == (128, 128)
+    model.eval()
+    with torch.no_grad():
+        padded = model.backbone(batch)[0][0]
+        alone = model.backbone(batch[:1, :, :128, :128])[0][0]
+    stride = 192 // padded.shape[-1]
+    torch.testing.assert_close(padded[:, :128 // stride, :128 // stride], alone)
+    model.train()
     losses = model.loss(batch, samples)
     assert all(torch.isfinite(value) for key, value in losses.items() if 'loss' in key)
 

@@ -18,8 +18,7 @@ multi_crop_train_dataset = dict(
         dict(type='LoadAnnotations'),
         dict(
             type='RandomChoice',
-            transforms=[[dict(type='RandomCrop', crop_size=(size, size))]
-                        for size in crop_sizes]),
+            transforms=[[dict(type='RandomCrop', crop_size=(size, size))] for size in crop_sizes]),
         dict(type='RandomFlip', prob=0.5),
         dict(type='PackSegInputs'),
     ])
